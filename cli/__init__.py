@@ -1,0 +1,1 @@
+"""The ``meteora-edge`` command line (installed as ``meteora_edge.cli``)."""

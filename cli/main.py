@@ -1,0 +1,44 @@
+"""Entry point: the click group, error mapping and the registration of every command.
+
+Commands stay thin: they parse options, call the library and print. The library raises
+:class:`~meteora_edge.errors.MeteoraError`; here it becomes one line on stderr and exit 1.
+"""
+
+from __future__ import annotations
+
+import sys
+from typing import Any
+
+import click
+
+from meteora_edge import __version__
+from meteora_edge.errors import MeteoraError
+
+
+class _Group(click.Group):
+    def invoke(self, ctx: click.Context) -> Any:
+        try:
+            return super().invoke(ctx)
+        except MeteoraError as exc:
+            raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from None
+        except MemoryError:
+            raise click.ClickException("out of memory; give a smaller input or raise the limits") from None
+
+
+@click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="meteora-edge")
+def main() -> None:
+    """Offline evidence selection for RAG: pick the few passages worth sending to an answer model."""
+
+
+def _register() -> None:
+    from .core_commands import chunk, select
+
+    main.add_command(select)
+    main.add_command(chunk)
+
+
+_register()
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

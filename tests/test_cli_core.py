@@ -1,0 +1,147 @@
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from meteora_edge.cli.main import main
+
+ROOT = Path(__file__).resolve().parents[1]
+EXAMPLES = ROOT / "examples"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+def test_version_and_help():
+    assert run("--version").output.startswith("meteora-edge, version")
+    assert "select" in run("--help").output
+
+
+def test_select_on_the_bundled_sample(tmp_path):
+    result = run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"),
+                 "--rationales", str(EXAMPLES / "contract_rationales.txt"), "--compact")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["selected_indices"] and data["selected_indices"] == sorted(data["selected_indices"])
+    assert len(data["rationales"]) == 3
+    assert data["rationales"][0]["flag_instructions"].startswith("reject draft notes")
+    assert len(data["selected_chunks"]) == len(data["selected_indices"])
+
+
+@pytest.mark.parametrize("layout", ["list", "object", "jsonl"])
+def test_select_reads_every_chunk_layout(tmp_path, layout):
+    chunks = [{"text": "fees are due monthly"}, "either party may terminate", {"page_content": "governing law"}]
+    path = tmp_path / "chunks.json"
+    if layout == "list":
+        path.write_text(json.dumps(chunks))
+    elif layout == "object":
+        path.write_text(json.dumps({"chunks": chunks}))
+    else:
+        path.write_text("\n".join(json.dumps(c) for c in chunks) + "\n")
+    out = tmp_path / "out.json"
+    result = run("select", "--chunks", str(path), "--query", "who may terminate", "--expansion-window", "0",
+                 "--output", str(out))
+    assert result.exit_code == 0, result.output
+    data = json.loads(out.read_text())
+    assert 1 in data["selected_indices"]
+    assert data["rationales"] == [{"index": 1, "label": None, "text": "who may terminate", "flag_instructions": None}]
+
+
+def test_query_is_added_to_given_rationales_on_request(tmp_path):
+    path = tmp_path / "c.json"
+    path.write_text(json.dumps(["a b", "c d"]))
+    data = json.loads(run("select", "--chunks", str(path), "-q", "c", "--rationale", "a",
+                          "--use-query-as-rationale").output)
+    assert [r["text"] for r in data["rationales"]] == ["a", "c"]
+
+
+BAD_CASES = {
+    "missing file": (None, ["--query", "x"], "file not found"),
+    "malformed json": ("[{\"text\": 1,", ["--query", "x"], "not valid JSON"),
+    "chunk without text": ("[{\"title\": \"x\"}]", ["--query", "x"], "without a text"),
+    "non-string text": ("[{\"text\": 5}]", ["--query", "x"], "must be a string"),
+    "empty list": ("[]", ["--query", "x"], "holds no chunks"),
+    "empty file": ("", ["--query", "x"], "is empty"),
+    "empty chunk": ("[\"a\", \"  \"]", ["--query", "x"], "empty text"),
+    "no rationale no query": ("[\"a\"]", [], "no rationale and no query"),
+    "wrong top-level type": ("{\"items\": []}", ["--query", "x"], "without a 'chunks' key"),
+    "scalar json": ("42", ["--query", "x"], "of type int has no text"),
+    "object chunks not a list": ("{\"chunks\": 3}", ["--query", "x"], "must be a list"),
+    "bad jsonl line": ("{\"text\": \"a\"}\n{oops}\n", ["--query", "x"], "line 2"),
+    "missing rationales file": ("[\"a\"]", ["--rationales", "/nonexistent/r.txt"], "file not found"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(BAD_CASES))
+def test_bad_input_gives_one_line_error_and_no_output(tmp_path, case):
+    content, extra, message = BAD_CASES[case]
+    path = tmp_path / "chunks.json"
+    if content is not None:
+        path.write_text(content)
+    out = tmp_path / "out.json"
+    result = run("select", "--chunks", str(path), *extra, "--output", str(out))
+    assert result.exit_code != 0
+    lines = [l for l in result.output.splitlines() if l.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: ") and message in lines[0], result.output
+    assert "Traceback" not in result.output
+    assert not out.exists()
+    assert list(tmp_path.glob(".out.json.*")) == []
+
+
+def test_negative_window_is_a_usage_error(tmp_path):
+    result = run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "x",
+                 "--expansion-window", "-1")
+    assert result.exit_code == 2 and "-1 is not in the range" in result.output
+
+
+def test_chunk_command_keeps_offsets(tmp_path):
+    out = tmp_path / "chunks.json"
+    result = run("chunk", str(EXAMPLES / "contract.md"), "--chunk-size", "40", "--overlap", "5", "-o", str(out))
+    assert result.exit_code == 0, result.output
+    source = (EXAMPLES / "contract.md").read_text()
+    chunks = json.loads(out.read_text())["chunks"]
+    assert len(chunks) > 3
+    for c in chunks:
+        assert source[c["start_pos"] : c["end_pos"]] == c["text"]
+        assert c["metadata"] == {"source": "contract.md"}
+    # the chunk output feeds select directly
+    sel = run("select", "--chunks", str(out), "-q", "termination notice", "--compact")
+    assert sel.exit_code == 0 and json.loads(sel.output)["selected_indices"]
+
+
+@pytest.mark.parametrize("args, message", [
+    (["chunk", "/nope.md"], "file not found"),
+    (["chunk", "EMPTY"], "holds no words"),
+    (["chunk", "EXAMPLE", "--chunk-size", "5", "--overlap", "5"], "overlap"),
+])
+def test_chunk_bad_inputs(tmp_path, args, message):
+    empty = tmp_path / "empty.md"
+    empty.write_text("  \n")
+    args = [str(empty) if a == "EMPTY" else str(EXAMPLES / "contract.md") if a == "EXAMPLE" else a for a in args]
+    result = run(*args)
+    assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+
+
+def test_output_to_missing_folder_is_a_clean_error(tmp_path):
+    result = run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "x",
+                 "-o", str(tmp_path / "no" / "such" / "dir.json"))
+    assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_console_script_runs_without_torch_in_a_subprocess():
+    code = (
+        "import sys, runpy;"
+        "sys.argv=['meteora-edge','select','--chunks',%r,'--rationales',%r,'--compact'];"
+        "from meteora_edge.cli.main import main\n"
+        "try:\n main()\nexcept SystemExit as e:\n assert e.code in (0, None), e.code\n"
+        "bad=[m for m in ('torch','transformers','optimum','sentence_transformers') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    ) % (str(EXAMPLES / "contract_clauses.json"), str(EXAMPLES / "contract_rationales.txt"))
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout)["selected_indices"]
