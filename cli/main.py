@@ -33,9 +33,11 @@ def main() -> None:
 
 def _register() -> None:
     from .core_commands import chunk, select
+    from .index_commands import index
 
     main.add_command(select)
     main.add_command(chunk)
+    main.add_command(index)
 
 
 _register()

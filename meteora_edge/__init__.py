@@ -14,6 +14,7 @@ from __future__ import annotations
 from .chunking import chunk_text
 from .documents import Chunk, document_text, document_texts
 from .ecse import MeteoraSelector, SelectionResult
+from .budget import load_token_counter
 from .encoders import Encoder, HashingEncoder, embed
 from .errors import (
     BundleError,
@@ -24,6 +25,10 @@ from .errors import (
     MissingExtraError,
     ModelError,
 )
+from .local_index import LocalIndex
+from .memory_index import InMemoryIndex
+from .meve import ContextChunk, MeVeConfig, MeVeEngine, setup_simulation_data
+from .pipeline import EvidencePipeline, PipelineConfig, PipelineResult
 from .rationales import Rationale, format_rationales, parse_rationales
 from .reranker import MeteoraReranker, RankedDocument, RerankTrace
 from .selection import statistical_elbow
@@ -36,15 +41,23 @@ __all__ = [
     "BundleError",
     "Chunk",
     "ConfigError",
+    "ContextChunk",
     "Encoder",
+    "EvidencePipeline",
     "HashingEncoder",
+    "InMemoryIndex",
     "InputError",
+    "LocalIndex",
     "LocalIndexError",
+    "MeVeConfig",
+    "MeVeEngine",
     "MeteoraError",
     "MeteoraReranker",
     "MeteoraSelector",
     "MissingExtraError",
     "ModelError",
+    "PipelineConfig",
+    "PipelineResult",
     "RankedDocument",
     "Rationale",
     "RerankTrace",
@@ -57,7 +70,9 @@ __all__ = [
     "document_texts",
     "embed",
     "format_rationales",
+    "load_token_counter",
     "parse_rationales",
     "parse_verdict",
+    "setup_simulation_data",
     "statistical_elbow",
 ]

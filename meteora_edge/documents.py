@@ -1,7 +1,7 @@
 """Documents of every accepted shape, reduced to their text without touching them.
 
 Accepted: ``str``; mappings with ``text``, ``content`` or ``page_content``; :class:`Chunk`;
-objects with a ``.page_content`` or ``.text`` attribute (LangChain- and LlamaIndex-like).
+objects with a ``.page_content``, ``.text`` or ``.content`` attribute (LangChain-, LlamaIndex- and MeVe-like).
 The caller's objects are never mutated; facades hand the same objects back.
 """
 
@@ -16,7 +16,7 @@ from .errors import InputError
 __all__ = ["Chunk", "document_text", "document_texts"]
 
 _TEXT_KEYS = ("text", "content", "page_content")
-_TEXT_ATTRS = ("page_content", "text")
+_TEXT_ATTRS = ("page_content", "text", "content")
 
 
 @dataclass(frozen=True)
