@@ -132,7 +132,7 @@ class BM25Index:
             if term_id is None:
                 continue
             lo, hi = self.term_ptr[term_id], self.term_ptr[term_id + 1]
-            np.add.at(out, self.doc_ids[lo:hi], self.weights[lo:hi])
+            out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
         return out
 
     def search(self, query: str, k: int, *, within: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:

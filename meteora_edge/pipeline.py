@@ -234,7 +234,7 @@ class _Run:
         self.ids: list[int] = []
         self.labels: list[Any] = []
         self.vectors = np.zeros((0, 1), dtype=np.float32)
-        self.query_vector = embed(pipe.encoder, [query])[0]
+        self.query_vector = np.zeros(0, dtype=np.float32)
         self.records: list[CandidateRecord] = []
         self.rationales: list[Any] = []
         self.order: list[int] = []
@@ -259,6 +259,7 @@ class _Run:
     def candidates(self, passages: Sequence[object] | None) -> None:
         t0 = time.perf_counter()
         cfg, pipe = self.cfg, self.pipe
+        self.query_vector = embed(pipe.encoder, [self.query])[0]
         if passages is not None:
             texts = document_texts(passages)
             if len(texts) > cfg.max_candidates:
