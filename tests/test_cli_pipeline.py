@@ -1,0 +1,82 @@
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from meteora_edge.cli.main import main
+
+EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args), catch_exceptions=False)
+
+
+@pytest.fixture
+def index_dir(tmp_path):
+    out = tmp_path / "ix"
+    result = run("index", "build", str(EXAMPLES / "contract.md"), str(EXAMPLES / "contract_clauses.json"),
+                 "--out", str(out), "--chunk-size", "30")
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_index_info_add_and_select(index_dir, tmp_path):
+    info = json.loads(run("index", "info", str(index_dir)).output)
+    assert info["encoder"]["id"] == "hashing:384" and info["chunks"] > 10
+    extra = tmp_path / "extra.txt"
+    extra.write_text("Force majeure: neither party is liable for delays caused by events beyond its control.")
+    assert run("index", "add", str(index_dir), str(extra)).exit_code == 0
+    assert json.loads(run("index", "info", str(index_dir)).output)["chunks"] == info["chunks"] + 1
+    result = run("select", "--index", str(index_dir), "-q", "force majeure delays beyond control", "--t-max", "60",
+                 "--compact")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert data["tokens"] <= 60 and data["passages"]
+    assert [p["name"] for p in data["trace"]["phases"]] == [
+        "candidates", "selection", "verify", "fallback", "prioritise", "budget"]
+    assert any("Force majeure" in p for p in data["passages"])
+
+
+def test_table_output(index_dir):
+    result = run("select", "--index", str(index_dir), "-q", "termination notice", "--table")
+    assert result.exit_code == 0
+    assert "candidates" in result.output and "context:" in result.output
+
+
+def test_chunks_mode_adds_only_the_phases_asked_for():
+    base = ["select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "termination notice", "--compact"]
+    plain = json.loads(run(*base).output)
+    assert plain["trace"]["config"]["rung"] == "none" and plain["trace"]["config"]["t_max"] is None
+    budgeted = json.loads(run(*base, "--t-max", "30", "--theta", "0.9").output)
+    assert budgeted["tokens"] <= 30
+    assert set(budgeted["selected_indices"]) <= set(plain["selected_indices"])
+
+
+@pytest.mark.parametrize("args, message", [
+    (["select", "-q", "x"], "exactly one of --chunks"),
+    (["select", "--index", "IDX"], "needs a non-empty --query"),
+    (["select", "--index", "/no/such/index", "-q", "x"], "index folder not found"),
+    (["select", "--index", "IDX", "-q", "x", "--verification", "llm"], "needs a verifier"),
+    (["select", "--index", "IDX", "-q", "x", "--tokenizer", "/no/tok.json"], "tokenizer not found"),
+    (["index", "build", "/no/such.md", "--out", "OUT"], "file not found"),
+    (["index", "info", "/no/such/index"], "index folder not found"),
+    (["index", "build", "EMPTY", "--out", "OUT"], "no text to index"),
+])
+def test_bad_pipeline_inputs(index_dir, tmp_path, args, message):
+    empty = tmp_path / "empty.txt"
+    empty.write_text("   ")
+    mapping = {"IDX": str(index_dir), "OUT": str(tmp_path / "new"), "EMPTY": str(empty)}
+    result = run(*[mapping.get(a, a) for a in args])
+    assert result.exit_code == 1, result.output
+    assert message in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "new").exists()
+
+
+def test_index_from_another_encoder_is_refused_by_select(index_dir, tmp_path):
+    manifest = json.loads((index_dir / "manifest.json").read_text())
+    manifest["encoder"]["id"] = "onnx:other"
+    (index_dir / "manifest.json").write_text(json.dumps(manifest))
+    result = run("select", "--index", str(index_dir), "-q", "x")
+    assert result.exit_code == 1 and "built with encoder 'onnx:other'" in result.output
