@@ -33,11 +33,13 @@ def main() -> None:
 
 def _register() -> None:
     from .core_commands import chunk, select
+    from .eval_command import eval_command
     from .index_commands import index
 
     main.add_command(select)
     main.add_command(chunk)
     main.add_command(index)
+    main.add_command(eval_command)
 
 
 _register()

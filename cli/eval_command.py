@@ -1,0 +1,69 @@
+"""``meteora-edge eval``: evidence quality of every method on HotpotQA-format data."""
+
+from __future__ import annotations
+
+import json
+import platform
+import sys
+
+import click
+
+from meteora_edge import __version__
+from meteora_edge.budget import load_token_counter
+from meteora_edge.encoders import encoder_id
+from meteora_edge.evaluation import LLM_METHODS, build_method, evaluate, load_hotpot, plot_report, report_table
+from meteora_edge.fileio import write_text_atomic
+
+from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .llm_options import llm_roles
+
+DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
+
+
+@click.command("eval")
+@click.option("--data", "data_file", required=True, help="HotpotQA-format JSON (Hugging Face datasets layout).")
+@click.option("--level", type=click.Choice(["sentence", "paragraph"]), default="sentence", show_default=True)
+@click.option("--method", "methods", multiple=True, help=f"Method spec; repeatable [{', '.join(DEFAULT_METHODS)}].")
+@click.option("--limit", type=click.IntRange(min=1), default=None, help="Only the first N questions.")
+@click.option("--tokenizer", default=None, help="Tokenizer for token counts (tokenizer.json, .gguf, bundle, whitespace).")
+@bundle_option
+@threads_option
+@precision_option
+@click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
+@click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
+@click.option("--per-question", is_flag=True, help="Include every question's selection in the JSON report.")
+def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: int | None, tokenizer: str | None,
+                 bundle: str | None, threads: int, precision: str, llm_threads: int, output: str | None,
+                 plot_file: str | None, per_question: bool) -> None:
+    """Measure how much gold evidence each method keeps and how many tokens it spends."""
+    questions = load_hotpot(data_file, level=level, limit=limit)
+    specs = methods or DEFAULT_METHODS
+    encoder = encoder_from_options(bundle, threads, precision)
+    counter = load_token_counter(tokenizer)
+    needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
+    generator, verifier = llm_roles(bundle, generate=needs_llm, verify=needs_llm, threads=llm_threads) if needs_llm else (None, None)
+    built = {s: build_method(s, encoder, generator=generator, verifier=verifier, token_counter=counter) for s in specs}
+    with click.progressbar(length=len(questions) * len(built), label="evaluating", file=sys.stderr) as bar:
+        shown = 0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal shown
+            bar.update(done - shown)
+            shown = done
+
+        reports = evaluate(questions, built, token_counter=counter, progress=progress)
+    yes_no = sum(q.answer.strip().lower() in ("yes", "no") for q in questions)
+    click.echo(report_table(reports, skipped_yes_no=yes_no))
+    meta = {
+        "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
+        "encoder": encoder_id(encoder), "tokenizer": counter.identity, "meteora_edge": __version__,
+        "python": platform.python_version(), "machine": platform.machine(),
+    }
+    if output:
+        report = {"meta": meta, "methods": [r.to_dict(with_questions=per_question) for r in reports]}
+        write_text_atomic(output, json.dumps(report, indent=2) + "\n")
+        click.echo(f"wrote {output}", err=True)
+    if plot_file:
+        plot_report(reports, plot_file, title=f"{len(questions)} questions, {level} level, {encoder_id(encoder)}")
+        click.echo(f"wrote {plot_file}", err=True)

@@ -1,0 +1,329 @@
+"""Evidence-quality evaluation on HotpotQA-format data.
+
+Per question the candidates are its context sentences (each prefixed by its paragraph
+title) or its paragraphs; gold are the supporting sentences or the paragraphs that hold
+them. Each method selects candidate positions; metrics are macro-averaged over questions.
+
+Method specs: ``topk-cosine:K``, ``bm25:K``, ``ecse`` (query as the rationale, window 0),
+``ecse-window:W``, ``ecse-llm`` (GGUF rationales), ``ecse-llm-verify`` (plus the GGUF
+verifier), ``meve`` (MeVe's phases, ECSE off) and ``pipeline`` (all phases, ECSE on); the
+last two take settings, e.g. ``pipeline:t_max=200,n_min=2``.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .bm25 import BM25Index, bm25_tokens
+from .budget import TokenCounter, WhitespaceCounter
+from .ecse import MeteoraSelector
+from .encoders import EncoderLike, embed
+from .errors import ConfigError, InputError
+from .fileio import read_json_file
+from .memory_index import InMemoryIndex
+from .meve import MeVeConfig
+from .pipeline import EvidencePipeline, PipelineConfig
+from .selection import cosine_matrix, top_k_indices
+
+__all__ = ["EvalQuestion", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
+
+LLM_METHODS = ("ecse-llm", "ecse-llm-verify")
+_YES_NO = {"yes", "no"}
+
+
+@dataclass(frozen=True)
+class EvalQuestion:
+    qid: str
+    question: str
+    answer: str
+    candidates: list[str]
+    gold: frozenset[int]
+
+
+def _fail(position: int, item: object, problem: str) -> InputError:
+    question = item.get("question") if isinstance(item, dict) else None
+    label = f"question {position}" + (f" ({str(question)[:60]!r})" if isinstance(question, str) else "")
+    return InputError(f"{label}: {problem}")
+
+
+def load_hotpot(path: str, *, level: str = "sentence", limit: int | None = None) -> list[EvalQuestion]:
+    """Read HotpotQA-format questions (Hugging Face ``datasets`` layout) as evaluation items.
+
+    Raises:
+        InputError: the file is unreadable, or a question lacks keys, has mismatched lists,
+            or points its gold evidence outside its own context (naming the question).
+    """
+    if level not in ("sentence", "paragraph"):
+        raise ConfigError(f"level must be 'sentence' or 'paragraph', got {level!r}")
+    data = read_json_file(path)
+    if isinstance(data, dict) and isinstance(data.get("data"), list):
+        data = data["data"]
+    if not isinstance(data, list) or not data:
+        raise InputError(f"{path} must hold a non-empty list of questions")
+    if limit is not None:
+        data = data[:limit]
+    return [_question(position, item, level) for position, item in enumerate(data)]
+
+
+def _question(position: int, item: object, level: str) -> EvalQuestion:
+    if not isinstance(item, dict):
+        raise _fail(position, item, f"is a {type(item).__name__}, not an object")
+    for key in ("question", "answer", "context", "supporting_facts"):
+        if key not in item:
+            raise _fail(position, item, f"missing key {key!r}")
+    context, support = item["context"], item["supporting_facts"]
+    if not isinstance(item["question"], str) or not item["question"].strip():
+        raise _fail(position, item, "'question' must be a non-empty string")
+    if not isinstance(item["answer"], str):
+        raise _fail(position, item, "'answer' must be a string")
+    if not isinstance(context, dict) or not isinstance(context.get("title"), list) or not isinstance(context.get("sentences"), list):
+        raise _fail(position, item, "'context' must hold lists 'title' and 'sentences'")
+    if len(context["title"]) != len(context["sentences"]):
+        raise _fail(position, item, f"context has {len(context['title'])} titles but {len(context['sentences'])} sentence lists")
+    if not isinstance(support, dict) or not isinstance(support.get("title"), list) or not isinstance(support.get("sent_id"), list):
+        raise _fail(position, item, "'supporting_facts' must hold lists 'title' and 'sent_id'")
+    if len(support["title"]) != len(support["sent_id"]) or not support["title"]:
+        raise _fail(position, item, "supporting_facts 'title' and 'sent_id' must be non-empty lists of equal length")
+    candidates: list[str] = []
+    where: dict[tuple[str, int], int] = {}
+    paragraph_of: dict[str, int] = {}
+    for p, (title, sentences) in enumerate(zip(context["title"], context["sentences"])):
+        if not isinstance(title, str) or not isinstance(sentences, list) or not all(isinstance(s, str) for s in sentences):
+            raise _fail(position, item, f"context paragraph {p} must be a title and a list of sentence strings")
+        paragraph_of.setdefault(title, p)
+        if level == "paragraph":
+            candidates.append(f"{title}: {' '.join(s.strip() for s in sentences)}")
+        else:
+            for s, sentence in enumerate(sentences):
+                where[(title, s)] = len(candidates)
+                candidates.append(f"{title}: {sentence.strip()}")
+    gold: set[int] = set()
+    for title, sent_id in zip(support["title"], support["sent_id"]):
+        if title not in paragraph_of:
+            raise _fail(position, item, f"supporting fact title {title!r} is not in its context")
+        if not isinstance(sent_id, int) or not 0 <= sent_id < len(context["sentences"][paragraph_of[title]]):
+            raise _fail(position, item, f"supporting fact ({title!r}, {sent_id!r}) points outside its paragraph")
+        gold.add(paragraph_of[title] if level == "paragraph" else where[(title, sent_id)])
+    qid = str(item.get("id", item.get("_id", position)))
+    return EvalQuestion(qid, item["question"], item["answer"], candidates, frozenset(gold))
+
+
+Method = Callable[[EvalQuestion], list[int]]
+
+
+def _settings(spec: str, arg: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for part in filter(None, arg.split(",")):
+        key, sep, value = part.partition("=")
+        if not sep:
+            raise ConfigError(f"method {spec!r}: setting {part!r} must look like key=value")
+        try:
+            out[key.strip()] = json.loads(value)
+        except json.JSONDecodeError:
+            out[key.strip()] = value
+    return out
+
+
+def build_method(
+    spec: str,
+    encoder: EncoderLike,
+    *,
+    generator: object | None = None,
+    verifier: object | None = None,
+    token_counter: TokenCounter | None = None,
+) -> Method:
+    """Turn a method spec into a function ``question -> selected candidate positions``.
+
+    Raises:
+        ConfigError: unknown method, bad K or settings, or an LLM method without its model.
+    """
+    name, _, arg = spec.partition(":")
+    if name in ("topk-cosine", "bm25"):
+        try:
+            k = int(arg)
+        except ValueError:
+            raise ConfigError(f"method {spec!r} needs a positive K, e.g. {name}:3") from None
+        if k < 1:
+            raise ConfigError(f"method {spec!r} needs a positive K")
+        if name == "topk-cosine":
+            def topk(q: EvalQuestion) -> list[int]:
+                sims = cosine_matrix(embed(encoder, [q.question]), embed(encoder, q.candidates))[0]
+                return top_k_indices(sims, k).tolist()
+            return topk
+
+        def lexical(q: EvalQuestion) -> list[int]:
+            index = BM25Index.build(bm25_tokens(c) for c in q.candidates)
+            return index.search(q.question, k)[0].tolist()
+        return lexical
+    if name in ("ecse", "ecse-window"):
+        window = 0
+        if name == "ecse-window":
+            try:
+                window = int(arg)
+            except ValueError:
+                raise ConfigError(f"method {spec!r} needs a window, e.g. ecse-window:1") from None
+        selector = MeteoraSelector(encoder, expansion_window=window)
+        return lambda q: selector.select(q.candidates, [q.question]).selected_indices
+    if name in LLM_METHODS:
+        if generator is None or (name == "ecse-llm-verify" and verifier is None):
+            raise ConfigError(f"method {name!r} needs the GGUF model: give --bundle with an llm component")
+        config = PipelineConfig(
+            use_ecse=True, verification="llm" if name == "ecse-llm-verify" else "none", n_min=None,
+            theta_redundancy=None, t_max=None, **_settings(spec, arg),
+        )
+        return _pipeline_method(config, encoder, generator, verifier if name == "ecse-llm-verify" else None, token_counter)
+    if name == "meve":
+        base = MeVeConfig().pipeline_config()
+        return _pipeline_method(_override(base, spec, arg), encoder, None, None, token_counter)
+    if name == "pipeline":
+        return _pipeline_method(_override(PipelineConfig(), spec, arg), encoder, None, verifier, token_counter)
+    raise ConfigError(
+        f"unknown method {spec!r}; use topk-cosine:K, bm25:K, ecse, ecse-window:W, ecse-llm, ecse-llm-verify, meve, pipeline"
+    )
+
+
+def _override(config: PipelineConfig, spec: str, arg: str) -> PipelineConfig:
+    return PipelineConfig.from_dict({**config.to_dict(), **_settings(spec, arg)})
+
+
+def _pipeline_method(
+    config: PipelineConfig,
+    encoder: EncoderLike,
+    generator: object | None,
+    verifier: object | None,
+    token_counter: TokenCounter | None,
+) -> Method:
+    def run(q: EvalQuestion) -> list[int]:
+        index = InMemoryIndex(q.candidates, encoder)
+        pipe = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator,
+                                verifier=verifier if config.verification == "llm" else None,
+                                token_counter=token_counter)
+        return [int(i) for i in pipe.run(q.question).ids]
+
+    return run
+
+
+@dataclass
+class MethodReport:
+    method: str
+    precision: float = 0.0
+    recall: float = 0.0
+    f1: float = 0.0
+    all_gold: float = 0.0
+    items: float = 0.0
+    tokens: float = 0.0
+    answer_contained: float | None = None
+    answer_questions: int = 0
+    latency_ms_p50: float = 0.0
+    latency_ms_mean: float = 0.0
+    per_question: list[dict[str, Any]] = field(default_factory=list)
+
+    def to_dict(self, *, with_questions: bool = False) -> dict[str, Any]:
+        out = {k: (round(v, 4) if isinstance(v, float) else v) for k, v in self.__dict__.items() if k != "per_question"}
+        if with_questions:
+            out["per_question"] = self.per_question
+        return out
+
+
+def evaluate(
+    questions: Sequence[EvalQuestion],
+    methods: dict[str, Method],
+    *,
+    token_counter: TokenCounter | None = None,
+    progress: Callable[[int, int], None] | None = None,
+) -> list[MethodReport]:
+    """Run every method on every question (in file order) and macro-average the metrics."""
+    counter = token_counter or WhitespaceCounter()
+    reports = []
+    total = len(questions) * len(methods)
+    done = 0
+    for spec, method in methods.items():
+        rows = []
+        for q in questions:
+            t0 = time.perf_counter()
+            chosen = sorted(set(method(q)))
+            ms = (time.perf_counter() - t0) * 1000
+            hits = len(q.gold & set(chosen))
+            p = hits / len(chosen) if chosen else 0.0
+            r = hits / len(q.gold)
+            text = " ".join(q.candidates[i] for i in chosen)
+            answer = None if q.answer.strip().lower() in _YES_NO else q.answer.strip().lower() in text.lower()
+            rows.append({
+                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": p, "recall": r,
+                "f1": 2 * p * r / (p + r) if p + r else 0.0, "all_gold": q.gold <= set(chosen),
+                "items": len(chosen), "tokens": sum(counter.count([q.candidates[i] for i in chosen])) if chosen else 0,
+                "answer_contained": answer, "ms": ms,
+            })
+            done += 1
+            if progress:
+                progress(done, total)
+        answered = [r["answer_contained"] for r in rows if r["answer_contained"] is not None]
+        reports.append(MethodReport(
+            method=spec,
+            precision=float(np.mean([r["precision"] for r in rows])),
+            recall=float(np.mean([r["recall"] for r in rows])),
+            f1=float(np.mean([r["f1"] for r in rows])),
+            all_gold=float(np.mean([r["all_gold"] for r in rows])),
+            items=float(np.mean([r["items"] for r in rows])),
+            tokens=float(np.mean([r["tokens"] for r in rows])),
+            answer_contained=float(np.mean(answered)) if answered else None,
+            answer_questions=len(answered),
+            latency_ms_p50=float(np.median([r["ms"] for r in rows])),
+            latency_ms_mean=float(np.mean([r["ms"] for r in rows])),
+            per_question=rows,
+        ))
+    return reports
+
+
+def report_table(reports: Sequence[MethodReport], *, skipped_yes_no: int) -> str:
+    """The terminal table of a run."""
+    head = f"{'method':<28} {'P':>6} {'R':>6} {'F1':>6} {'all-gold':>8} {'items':>6} {'tokens':>7} {'answer':>7} {'ms p50':>8}"
+    lines = [head, "-" * len(head)]
+    for r in reports:
+        answer = "-" if r.answer_contained is None else f"{r.answer_contained:.3f}"
+        lines.append(
+            f"{r.method:<28} {r.precision:6.3f} {r.recall:6.3f} {r.f1:6.3f} {r.all_gold:8.3f} {r.items:6.2f} "
+            f"{r.tokens:7.1f} {answer:>7} {r.latency_ms_p50:8.2f}"
+        )
+    lines.append(f"(answer containment skips {skipped_yes_no} yes/no questions)")
+    return "\n".join(lines)
+
+
+def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> None:
+    """F1 against mean tokens, one labelled point per method, written atomically as PNG."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("matplotlib", "plot") from None
+    import os
+    import tempfile
+    from pathlib import Path
+
+    fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
+    for r in reports:
+        ax.scatter(r.tokens, r.f1, s=40)
+        ax.annotate(r.method, (r.tokens, r.f1), textcoords="offset points", xytext=(5, 4), fontsize=8)
+    ax.set_xlabel("mean tokens selected per question")
+    ax.set_ylabel("macro F1")
+    ax.set_title(title, fontsize=10)
+    ax.grid(alpha=0.3)
+    target = Path(path)
+    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".png")
+    os.close(fd)
+    try:
+        fig.savefig(tmp, format="png", bbox_inches="tight")
+        os.replace(tmp, target)
+    finally:
+        plt.close(fig)
+        Path(tmp).unlink(missing_ok=True)

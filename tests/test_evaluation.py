@@ -1,0 +1,104 @@
+import copy
+import json
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+from meteora_edge import HashingEncoder
+from meteora_edge.cli.main import main
+from meteora_edge.errors import ConfigError, InputError
+from meteora_edge.evaluation import EvalQuestion, build_method, evaluate, load_hotpot
+
+DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_distractor_dev50.json"
+needs_dev = pytest.mark.skipif(not DEV.exists(), reason="shared/data is not beside the checkout")
+
+ITEM = {
+    "question": "Which city is the tower in?",
+    "answer": "Paris",
+    "type": "bridge",
+    "level": "easy",
+    "context": {"title": ["Tower", "River"], "sentences": [["The tower is in Paris.", " It is tall."], ["The Seine flows."]]},
+    "supporting_facts": {"title": ["Tower"], "sent_id": [0]},
+}
+
+
+def write(tmp_path, items):
+    path = tmp_path / "data.json"
+    path.write_text(json.dumps(items))
+    return str(path)
+
+
+def test_sentence_and_paragraph_candidates_and_gold(tmp_path):
+    path = write(tmp_path, [ITEM])
+    (q,) = load_hotpot(path, level="sentence")
+    assert q.candidates == ["Tower: The tower is in Paris.", "Tower: It is tall.", "River: The Seine flows."]
+    assert q.gold == {0}
+    (p,) = load_hotpot(path, level="paragraph")
+    assert p.candidates[0] == "Tower: The tower is in Paris. It is tall." and p.gold == {0}
+
+
+@pytest.mark.parametrize("mutate, message", [
+    (lambda d: d.pop("supporting_facts"), "missing key 'supporting_facts'"),
+    (lambda d: d["supporting_facts"].update(title=["Nowhere"]), "'Nowhere' is not in its context"),
+    (lambda d: d["supporting_facts"].update(sent_id=[7]), "points outside its paragraph"),
+    (lambda d: d["context"]["title"].append("Extra"), "2 sentence lists"),
+    (lambda d: d.update(question=""), "non-empty string"),
+    (lambda d: d["context"]["sentences"].__setitem__(0, "not a list"), "list of sentence strings"),
+])
+def test_malformed_questions_name_the_question_and_problem(tmp_path, mutate, message):
+    bad = copy.deepcopy(ITEM)
+    mutate(bad)
+    with pytest.raises(InputError) as info:
+        load_hotpot(write(tmp_path, [ITEM, bad]))
+    assert "question 1" in str(info.value) and message in str(info.value)
+
+
+def test_metrics_on_a_hand_checked_case():
+    q = EvalQuestion("q", "tower paris", "Paris", ["tower in paris", "it is tall", "seine flows"], frozenset({0, 1}))
+    (report,) = evaluate([q], {"fixed": lambda _: [0, 2]})
+    assert report.precision == 0.5 and report.recall == 0.5 and report.f1 == 0.5
+    assert report.all_gold == 0.0 and report.items == 2 and report.tokens == 5
+    assert report.answer_contained == 1.0 and report.answer_questions == 1
+
+
+@pytest.mark.parametrize("spec", ["nope", "topk-cosine", "topk-cosine:0", "bm25:x", "ecse-window:z", "pipeline:k=3", "ecse-llm"])
+def test_bad_method_specs(spec):
+    with pytest.raises(ConfigError):
+        build_method(spec, HashingEncoder())
+
+
+@needs_dev
+def test_all_model_free_methods_run_on_the_dev_file_and_are_deterministic():
+    questions = load_hotpot(str(DEV), limit=10)
+    specs = ["topk-cosine:3", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline:t_max=150"]
+    enc = HashingEncoder()
+    first = evaluate(questions, {s: build_method(s, enc) for s in specs})
+    second = evaluate(questions, {s: build_method(s, enc) for s in specs})
+    for a, b in zip(first, second):
+        assert [r["selected"] for r in a.per_question] == [r["selected"] for r in b.per_question]
+        assert 0 <= a.f1 <= 1 and 0 <= a.all_gold <= 1
+    assert next(r for r in first if r.method == "topk-cosine:3").items == 3
+
+
+@needs_dev
+def test_cli_eval_writes_report_and_plot(tmp_path):
+    out, png = tmp_path / "report.json", tmp_path / "report.png"
+    result = CliRunner().invoke(main, ["eval", "--data", str(DEV), "--limit", "5", "--method", "ecse",
+                                       "--method", "bm25:2", "-o", str(out), "--plot", str(png)])
+    assert result.exit_code == 0, result.output
+    assert "ecse" in result.output and "yes/no" in result.output
+    report = json.loads(out.read_text())
+    assert report["meta"]["questions"] == 5 and [m["method"] for m in report["methods"]] == ["ecse", "bm25:2"]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+def test_cli_eval_bad_data_is_a_one_line_error(tmp_path):
+    bad = copy.deepcopy(ITEM)
+    bad["supporting_facts"]["sent_id"] = [9]
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["eval", "--data", write(tmp_path, [bad]), "-o", str(out)])
+    assert result.exit_code == 1 and "question 0" in result.output and "Traceback" not in result.output
+    assert not out.exists()
+    result = CliRunner().invoke(main, ["eval", "--data", write(tmp_path, [ITEM]), "--method", "ecse-llm"])
+    assert result.exit_code == 1 and "--bundle" in result.output
