@@ -26,6 +26,9 @@ from .errors import (
     ModelError,
 )
 from .local_index import LocalIndex
+from .llm_generator import LlamaRationaleGenerator, load_sample_shots
+from .llm_model import LocalLLM
+from .llm_verifier import LlamaVerifier
 from .memory_index import InMemoryIndex
 from .meve import ContextChunk, MeVeConfig, MeVeEngine, setup_simulation_data
 from .pipeline import EvidencePipeline, PipelineConfig, PipelineResult
@@ -47,8 +50,11 @@ __all__ = [
     "HashingEncoder",
     "InMemoryIndex",
     "InputError",
+    "LlamaRationaleGenerator",
+    "LlamaVerifier",
     "LocalIndex",
     "LocalIndexError",
+    "LocalLLM",
     "MeVeConfig",
     "MeVeEngine",
     "MeteoraError",
@@ -70,6 +76,7 @@ __all__ = [
     "document_texts",
     "embed",
     "format_rationales",
+    "load_sample_shots",
     "load_token_counter",
     "parse_rationales",
     "parse_verdict",
