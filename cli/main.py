@@ -33,6 +33,7 @@ def main() -> None:
 
 def _register() -> None:
     from .core_commands import chunk, select
+    from .doctor_command import doctor
     from .eval_command import eval_command
     from .index_commands import index
 
@@ -40,6 +41,7 @@ def _register() -> None:
     main.add_command(chunk)
     main.add_command(index)
     main.add_command(eval_command)
+    main.add_command(doctor)
 
 
 _register()
