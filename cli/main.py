@@ -35,12 +35,14 @@ def _register() -> None:
     from .core_commands import chunk, select
     from .doctor_command import doctor
     from .eval_command import eval_command
+    from .export_commands import export
     from .index_commands import index
 
     main.add_command(select)
     main.add_command(chunk)
     main.add_command(index)
     main.add_command(eval_command)
+    main.add_command(export)
     main.add_command(doctor)
 
 
