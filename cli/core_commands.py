@@ -16,6 +16,7 @@ from meteora_edge.pipeline import EvidencePipeline, PipelineConfig
 from meteora_edge.rationales import Rationale, as_rationales, parse_rationales
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .llm_options import llm_roles
 from .output import emit_json
 
 
@@ -119,6 +120,11 @@ def _pipeline_config(
 @bundle_option
 @threads_option
 @precision_option
+@click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
+@click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
+@click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
+@click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="CPU threads of the GGUF model.")
+@click.option("--context-size", type=click.IntRange(min=256), default=None, help="Context of the GGUF model [the bundle's].")
 @click.option("--json/--table", "as_json", default=True, help="JSON result (default) or a readable trace table.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the result here instead of stdout.")
 @click.option("--compact", is_flag=True, help="One-line JSON.")
@@ -143,6 +149,11 @@ def select(
     bundle: str | None,
     threads: int,
     precision: str,
+    generate_rationales: bool,
+    num_rationales: int,
+    llm_verify: bool,
+    llm_threads: int,
+    context_size: int | None,
     as_json: bool,
     output: str | None,
     compact: bool,
@@ -160,14 +171,24 @@ def select(
     if index_dir and not (query and query.strip()):
         raise InputError("--index needs a non-empty --query")
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
+    if generate_rationales and rationales:
+        raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
+    if generate_rationales and not (query and query.strip()):
+        raise InputError("--generate-rationales needs a non-empty --query")
+    llm_verify = llm_verify or verification == "llm"
+    if llm_verify and verification not in (None, "llm", "auto"):
+        raise InputError(f"--verify uses the LLM verifier; it conflicts with --verification {verification}")
+    verification = "llm" if llm_verify else verification
+    rationale_generator, verifier = llm_roles(
+        bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads,
+        context_size=context_size, num_rationales=num_rationales,
+    )
     config = _pipeline_config(
         index_dir is not None, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z,
         verification=verification, tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
     )
     encoder = encoder_from_options(bundle, threads, precision)
     index = LocalIndex.load(index_dir, encoder=encoder) if index_dir else None
-    rationale_generator = None  # the GGUF rationale generator plugs in here
-    verifier = None  # the GGUF verifier plugs in here
     pipeline = EvidencePipeline(
         config, encoder=encoder, index=index, rationale_generator=rationale_generator, verifier=verifier,
         token_counter=load_token_counter(tokenizer),
@@ -192,6 +213,7 @@ def select(
         "rationale_source": selection["rationale_source"],
         "encoder": result.trace.config["encoder"],
         "details": selection.get("ecse", {}),
+        "verdicts": [c.verdict for c in result.trace.candidates if c.verdict is not None],
         "trace": result.trace.to_dict(),
     }
     if texts is not None:

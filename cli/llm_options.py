@@ -2,14 +2,43 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from meteora_edge.errors import InputError
 
+_HOW = "add one with 'meteora-edge export llm --gguf FILE --out BUNDLE'"
 
-def llm_roles(bundle: str | None, *, generate: bool, verify: bool, threads: int = 1):
-    """(generator, verifier) from the bundle's llm component; None for a role not asked for."""
+
+def llm_roles(
+    bundle: str | None,
+    *,
+    generate: bool,
+    verify: bool,
+    threads: int = 1,
+    context_size: int | None = None,
+    num_rationales: int = 3,
+):
+    """(generator, verifier) from the bundle's llm component; None for a role not asked for.
+
+    One model is loaded and shared by both roles.
+    """
     if not (generate or verify):
         return None, None
     if bundle is None:
-        raise InputError("the LLM roles need --bundle with an llm component; add one with "
-                         "'meteora-edge export llm --gguf FILE --out BUNDLE'")
-    raise InputError("this build has no GGUF runtime yet")
+        raise InputError(f"the LLM roles need --bundle with an llm component; {_HOW}")
+    from meteora_edge.bundle import MANIFEST_NAME, Bundle
+
+    if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
+        raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
+    from meteora_edge.llm_generator import LlamaRationaleGenerator, load_sample_shots
+    from meteora_edge.llm_model import LocalLLM
+    from meteora_edge.llm_verifier import LlamaVerifier
+
+    model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)
+    generator = (
+        LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
+        if generate
+        else None
+    )
+    verifier = LlamaVerifier(model) if verify else None
+    return generator, verifier
