@@ -1,0 +1,155 @@
+"""``export llm --gguf`` and ``select --generate-rationales/--verify`` through click's CliRunner."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+from llm_fakes import FakeLlama, write_gguf
+
+from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM
+from meteora_edge.bundle import Bundle, Component, add_component, file_entry
+from meteora_edge.cli import core_commands
+from meteora_edge.cli.main import main
+from meteora_edge.encoders import HashingEncoder
+
+EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+CHUNKS = str(EXAMPLES / "contract_clauses.json")
+QUERY = "How can the agreement be terminated?"
+HOW = "meteora-edge export llm --gguf FILE --out BUNDLE"
+
+
+def run(*args: str):
+    return CliRunner().invoke(main, list(args))
+
+
+def one_line_error(result, *needles: str) -> None:
+    assert result.exit_code == 1, result.output
+    assert result.exception is None or isinstance(result.exception, SystemExit)
+    lines = [line for line in result.output.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
+    for needle in needles:
+        assert needle in lines[0]
+
+
+@pytest.fixture
+def header_gguf(tmp_path: Path) -> Path:
+    return write_gguf(tmp_path / "tiny-chat.gguf", {
+        "general.architecture": "llama", "general.name": "Tiny Chat", "llama.context_length": 2048,
+        "general.file_type": 7, "general.license": "apache-2.0", "tokenizer.chat_template": "{{ messages }}",
+    })
+
+
+def test_import_gguf_writes_a_checked_llm_component(tmp_path, header_gguf):
+    bundle = tmp_path / "bundle"
+    result = run("export", "llm", "--gguf", str(header_gguf), "--out", str(bundle))
+    assert result.exit_code == 0, result.output
+    assert "llm llm/tiny-chat.gguf (Q8_0" in result.output
+    component = Bundle.load(bundle).component("llm")
+    assert component.settings == {"chat_format": "gguf", "context_size": 2048, "quant": "Q8_0"}
+    assert component.licence == "apache-2.0" and "Tiny Chat" in component.source
+    Bundle.load(bundle).verify()
+    assert (bundle / "llm" / "tiny-chat.gguf").stat().st_mode & 0o777 == 0o644
+
+
+def test_import_options_override_the_metadata_and_a_new_model_replaces_the_old_file(tmp_path, header_gguf):
+    bundle = tmp_path / "bundle"
+    assert run("export", "llm", "--gguf", str(header_gguf), "--out", str(bundle)).exit_code == 0
+    other = write_gguf(tmp_path / "base.gguf", {"general.architecture": "gemma3", "gemma3.context_length": 32768})
+    result = run("export", "llm", "--gguf", str(other), "--out", str(bundle), "--context-size", "1024", "--licence", "Gemma terms")
+    assert result.exit_code == 0, result.output
+    component = Bundle.load(bundle).component("llm")
+    assert component.settings["chat_format"] == "plain" and component.settings["context_size"] == 1024
+    assert component.licence == "Gemma terms"
+    assert not (bundle / "llm" / "tiny-chat.gguf").exists() and (bundle / "llm" / "base.gguf").exists()
+
+
+@pytest.mark.parametrize(
+    "args, needles",
+    [
+        ([], ["exactly one of SOURCE"]),
+        (["some/model", "--gguf", "x.gguf"], ["exactly one of SOURCE"]),
+        (["--gguf", "missing.gguf"], ["GGUF model not found: missing.gguf"]),
+        (["--gguf", "random.bin"], ["is not a GGUF file", "meteora-edge export llm"]),
+        (["--gguf", "plain.gguf", "--chat-format", "gguf"], ["has no chat template"]),
+        (["modeldir"], ["has no config.json"]),
+        (["hfmodel", "--llama-cpp", "modeldir"], ["is not a llama.cpp checkout"]),
+    ],
+    ids=["nothing", "both", "missing", "random-bytes", "no-template", "not-hf", "bad-checkout"],
+)
+def test_export_llm_errors_are_one_line_and_write_nothing(tmp_path, monkeypatch, args, needles):
+    monkeypatch.chdir(tmp_path)
+    (tmp_path / "random.bin").write_bytes(bytes(range(256)) * 64)
+    write_gguf(tmp_path / "plain.gguf", {"general.architecture": "llama"})
+    (tmp_path / "modeldir").mkdir()
+    (tmp_path / "hfmodel").mkdir()
+    (tmp_path / "hfmodel" / "config.json").write_text("{}")
+    one_line_error(run("export", "llm", *args, "--out", "bundle"), *needles)
+    assert not (tmp_path / "bundle" / "manifest.json").exists()
+    assert not list((tmp_path / "bundle").glob("llm/*")) if (tmp_path / "bundle").exists() else True
+
+
+def test_importing_a_gguf_needs_neither_torch_nor_llama_cpp(tmp_path, header_gguf):
+    code = (
+        "import sys\n"
+        "from meteora_edge.export.llm import import_gguf\n"
+        f"import_gguf({str(header_gguf)!r}, {str(tmp_path / 'b')!r})\n"
+        "bad = [m for m in ('torch', 'transformers', 'llama_cpp') if m in sys.modules]\n"
+        "assert not bad, bad\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert proc.returncode == 0, proc.stderr
+
+
+def test_select_llm_flags_without_a_bundle_say_how_to_add_one():
+    for flag in ("--verify", "--generate-rationales"):
+        one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, flag), HOW)
+
+
+def test_select_with_a_bundle_lacking_an_llm_says_how_to_add_one(tmp_path):
+    (tmp_path / "enc.onnx").write_bytes(b"x")
+    add_component(tmp_path, "encoder", Component(kind="encoder", files={"fp32": file_entry(tmp_path, "enc.onnx")}))
+    one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify"),
+                   "has no llm component", HOW)
+
+
+@pytest.mark.parametrize(
+    "args, needle",
+    [
+        (["--rationale", "find the notice period", "--generate-rationales"], "drop --rationale/--rationales"),
+        (["--verify", "--verification", "cosine"], "conflicts with --verification cosine"),
+    ],
+)
+def test_select_llm_flag_conflicts(args, needle):
+    one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, *args), needle)
+
+
+def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypatch):
+    verdict = '{"relevant": true, "flagged": false, "flag_types": [], "reason": "about termination"}'
+    reply = "<rationale_1>[Termination] find the notice period Flag Instructions: reject draft notes</rationale_1>"
+    fake = FakeLlama([reply] + [verdict] * 20)
+    llm = LocalLLM(fake)
+    seen = {}
+
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales):
+        seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
+        return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
+                                        num_rationales=num_rationales) if generate else None,
+                LlamaVerifier(llm) if verify else None)
+
+    monkeypatch.setattr(core_commands, "llm_roles", roles)
+    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a: HashingEncoder())
+    result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
+                 "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert seen == {"bundle": str(tmp_path), "threads": 1, "context_size": 2048, "num_rationales": 1}
+    assert data["rationale_source"] == "generated"
+    assert data["rationales"] == [{"index": 1, "label": "Termination", "text": "find the notice period",
+                                   "flag_instructions": "reject draft notes"}]
+    assert data["verdicts"] and all(v["accepted"] and v["reason"] == "about termination" for v in data["verdicts"])
+    assert len(data["verdicts"]) == len(fake.calls) - 1
