@@ -34,6 +34,7 @@ def main() -> None:
 def _register() -> None:
     from .core_commands import chunk, select
     from .doctor_command import doctor
+    from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
     from .eval_command import eval_command
     from .export_commands import export
     from .index_commands import index
@@ -44,6 +45,9 @@ def _register() -> None:
     main.add_command(eval_command)
     main.add_command(export)
     main.add_command(doctor)
+    main.add_command(dpo_derive)
+    main.add_command(dpo_prepare)
+    main.add_command(dpo_train)
 
 
 _register()
