@@ -19,6 +19,10 @@ precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"
 def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
     if bundle is None:
         return HashingEncoder()
+    from meteora_edge.bundle import Bundle
+
+    if "encoder" not in Bundle.load(bundle).components:
+        return HashingEncoder()  # e.g. a bundle that so far holds only the llm; the trace names the encoder
     from meteora_edge.onnx_encoder import OnnxEncoder
 
     return OnnxEncoder.from_bundle(bundle, threads=threads, precision=precision)
