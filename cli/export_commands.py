@@ -39,3 +39,29 @@ def export_llm_command(source: str | None, out: str, quant: str, gguf: str | Non
     entry = component.files["model"]
     click.echo(f"{out}: llm {entry.path} ({component.settings['quant']}, {entry.size} bytes, "
                f"chat format {component.settings['chat_format']}, context {component.settings['context_size']})")
+
+
+@export.command("encoder")
+@click.argument("source")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Bundle folder (created when absent).")
+@click.option("--quantize", type=click.Choice(["int8"]), default=None,
+              help="Also write a per-channel dynamic int8 model (faster, smaller).")
+@click.option("--max-length", type=click.IntRange(min=2), default=None,
+              help="Tokens per text [the model's max_seq_length].")
+@click.option("--opset", type=click.IntRange(14, 21), default=17, show_default=True, help="ONNX opset.")
+@click.option("--licence", default=None, help="Licence of the weights [from the model card].")
+def export_encoder_command(source: str, out: str, quantize: str | None, max_length: int | None, opset: int,
+                           licence: str | None) -> None:
+    """Add a sentence encoder to a bundle as ONNX: SOURCE is a model folder, package or hub id."""
+    from meteora_edge.export.encoder import export_encoder
+
+    component = export_encoder(source, out, quantize=quantize, max_length=max_length, opset=opset, licence=licence)
+    settings = component.settings
+    click.echo(f"{out}: encoder from {component.source} (dimension {settings['dimension']}, max length "
+               f"{settings['max_length']}, {settings['pooling']} pooling, licence {component.licence})")
+    report = component.report
+    for precision in ("fp32", "int8"):
+        if precision in report:
+            row = report[precision]
+            click.echo(f"parity {precision} vs torch over {report['sentences']} sentences: "
+                       f"min cosine {row['min_cosine']:.6f}, mean {row['mean_cosine']:.6f}")

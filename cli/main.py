@@ -38,6 +38,7 @@ def _register() -> None:
     from .eval_command import eval_command
     from .export_commands import export
     from .index_commands import index
+    from .model_commands import models
 
     main.add_command(select)
     main.add_command(chunk)
@@ -45,6 +46,7 @@ def _register() -> None:
     main.add_command(eval_command)
     main.add_command(export)
     main.add_command(doctor)
+    main.add_command(models)
     main.add_command(dpo_derive)
     main.add_command(dpo_prepare)
     main.add_command(dpo_train)
