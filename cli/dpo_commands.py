@@ -104,13 +104,21 @@ def dpo_train(train_file: str, validation_file: str | None, model_dir: str, outp
         gradient_accumulation=gradient_accumulation, max_steps=max_steps, lora=lora, lora_r=lora_r,
         lora_alpha=lora_alpha, max_length=max_length, seed=seed, threads=threads,
     )
-    with click.progressbar(length=1, label="training", file=sys.stderr, show_pos=True) as bar:
-        def progress(step: int, total: int) -> None:
-            bar.length = total
-            bar.update(step - bar.pos)
+    bar = None
 
+    def progress(step: int, total: int) -> None:  # the bar appears with the first step, not before a failure
+        nonlocal bar
+        if bar is None:
+            bar = click.progressbar(length=total, label="training", file=sys.stderr, show_pos=True)
+            bar.__enter__()
+        bar.update(step - bar.pos)
+
+    try:
         report = train_dpo(train_file, model_dir, output_dir, validation_file=validation_file, config=config,
                            overwrite=overwrite, progress=progress)
+    finally:
+        if bar is not None:
+            bar.__exit__(None, None, None)
     line = f"wrote {output_dir}: {report['steps']} steps in {report['seconds']:.1f}s, train loss {report['train_loss']:.4f}"
     accuracy = report["validation"].get("eval_rewards/accuracies")
     if accuracy is not None:
