@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -38,3 +39,48 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
     """Each test gets its own HOME so no user configuration or cache leaks in."""
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
     monkeypatch.delenv("METEORA_EDGE_BUNDLE", raising=False)
+
+
+# -- shared heavy fixtures: a tiny random Llama and llama.cpp's converter -------------------
+# (the same recipe as tests/test_llm_export.py, whose module-level copies take precedence there)
+
+_TINY_WORDS = ("the a party may terminate agreement notice days written fees due monthly tenant landlord deposit "
+               "return confidential information renewal term year evidence passage query judge relevant flagged").split()
+
+
+@pytest.fixture(scope="session")
+def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A 2-layer LlamaForCausalLM (hidden 256, so k-quants apply) with a sentencepiece BPE vocabulary."""
+    import random
+
+    spm = pytest.importorskip("sentencepiece")
+    torch = pytest.importorskip("torch")
+    transformers = pytest.importorskip("transformers")
+    out = tmp_path_factory.mktemp("tiny-llama")
+    rng = random.Random(0)
+    corpus = out / "corpus.txt"
+    lines = [" ".join(rng.choice(_TINY_WORDS) for _ in range(rng.randint(5, 14))) + "." for _ in range(400)]
+    corpus.write_text("\n".join(lines) + '\n{"relevant": true, "flagged": false, "reason": "x"} 0123456789\n')
+    spm.SentencePieceTrainer.train(
+        input=str(corpus), model_prefix=str(out / "sp"), vocab_size=400, model_type="bpe", character_coverage=1.0,
+        byte_fallback=True, unk_id=0, bos_id=1, eos_id=2, pad_id=-1, minloglevel=2,
+    )
+    tokenizer = transformers.LlamaTokenizer(vocab_file=str(out / "sp.model"), legacy=False)
+    torch.manual_seed(0)
+    config = transformers.LlamaConfig(
+        vocab_size=tokenizer.vocab_size, hidden_size=256, intermediate_size=512, num_hidden_layers=2,
+        num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=2048,
+    )
+    model_dir = out / "model"
+    transformers.LlamaForCausalLM(config).save_pretrained(model_dir)
+    tokenizer.save_pretrained(model_dir)
+    return model_dir
+
+
+@pytest.fixture(scope="session")
+def converter(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """llama.cpp's HF→GGUF converter, fetched once per session from the llama-cpp-python sdist (PyPI)."""
+    from meteora_edge.export.llm import fetch_converter
+
+    return fetch_converter(tmp_path_factory.mktemp("llama-cpp") / "convert")
+
