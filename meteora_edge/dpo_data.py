@@ -62,7 +62,7 @@ Messages = list[dict[str, str]]
 class _PromptOnly:
     """A stand-in for a loaded GGUF model: enough for the generator to build its prompt."""
 
-    metadata: dict[str, str] = {}
+    metadata = None  # no GGUF metadata, so no chat template: only the messages are wanted
 
     def n_ctx(self) -> int:
         return DEFAULT_CONTEXT_SIZE

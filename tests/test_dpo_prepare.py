@@ -52,6 +52,7 @@ def test_derive_labels_every_dev_question(derived):
             assert candidate["selected"] == sorted(set(candidate["selected"]))
             assert all(0 <= i < len(record["chunks"]) for i in candidate["selected"])
     assert records[0]["candidates"][0]["rationales"] == [records[0]["query"]]
+    assert derive_candidates(DEV, limit=3) == records[:3]  # the library is the command, and deterministic
 
 
 def test_candidate_sets_are_deterministic_and_named():
