@@ -42,7 +42,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 # -- shared heavy fixtures: a tiny random Llama and llama.cpp's converter -------------------
-# (the same recipe as tests/test_llm_export.py, whose module-level copies take precedence there)
+# (used by the LLM export tests and the DPO training test; each is built once per session)
 
 _TINY_WORDS = ("the a party may terminate agreement notice days written fees due monthly tenant landlord deposit "
                "return confidential information renewal term year evidence passage query judge relevant flagged").split()
