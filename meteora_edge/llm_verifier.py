@@ -22,6 +22,7 @@ import json
 import logging
 import os
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from .errors import ConfigError, MissingExtraError
@@ -221,7 +222,10 @@ class LlamaVerifier:
             request.chunk_index, completion.prompt_tokens, completion.reused_tokens,
             completion.completion_tokens, completion.seconds * 1000,
         )
-        return parse_verdict(completion.text, chunk_index=request.chunk_index)
+        verdict = parse_verdict(completion.text, chunk_index=request.chunk_index)
+        if not verdict.flagged and verdict.flag_types:  # reasons for a flag that was not raised are noise
+            verdict = replace(verdict, flag_types=())
+        return verdict
 
     def verify(self, request: VerificationRequest) -> dict[str, Any]:
         """The :class:`~meteora_edge.verification.Verifier` protocol: :meth:`judge` as a mapping."""

@@ -187,6 +187,12 @@ def test_verifier_accepts_a_valid_answer_and_asks_with_the_schema_grammar():
     assert verifier.verify(request()) == {"relevant": True, "flagged": False, "reason": "states the notice period", "flag_types": []}
 
 
+def test_flag_types_of_an_unflagged_verdict_are_dropped():
+    reply = '{"relevant": true, "flagged": false, "flag_types": ["OFF_TOPIC"], "reason": "r"}'
+    verdict = LlamaVerifier(LocalLLM(FakeLlama([reply]))).judge(request())
+    assert verdict.accepted and verdict.flag_types == ()
+
+
 def test_verifier_prompt_holds_query_rationales_flags_evidence_and_chunk_last():
     fake = FakeLlama([VALID])
     LlamaVerifier(LocalLLM(fake), domain="contract law").judge(request("THE CHUNK", evidence=("first accepted",)))
