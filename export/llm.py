@@ -315,7 +315,29 @@ def export_llm(
     model_dir = _local_model_dir(source)
     converter = _check_converter(Path(llama_cpp_dir)) if llama_cpp_dir else fetch_converter()
     out = Path(bundle_dir)
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _convert_into(out, model_dir, converter, quant=quant, source=source, licence=licence,
+                             context_size=context_size, chat_format=chat_format, threads=threads)
+    except BaseException:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # leave no empty bundle behind
+        raise
+
+
+def _convert_into(
+    out: Path,
+    model_dir: Path,
+    converter: Path,
+    *,
+    quant: str,
+    source: str,
+    licence: str | None,
+    context_size: int | None,
+    chat_format: str | None,
+    threads: int,
+) -> Component:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
         [str(converter / "gguf-py"), str(converter)] + ([env["PYTHONPATH"]] if env.get("PYTHONPATH") else [])
@@ -323,7 +345,7 @@ def export_llm(
     with tempfile.TemporaryDirectory(dir=out, prefix=".llm-export.") as tmp:
         f16 = Path(tmp) / "model.F16.gguf"
         _run([sys.executable, str(converter / _CONVERTER), str(model_dir), "--outfile", str(f16), "--outtype", "f16"],
-             what=f"llama.cpp's converter on {model_dir}", env=env)
+             what=f"llama.cpp's converter on {model_dir} (it needs the export extra: torch, transformers, sentencepiece)", env=env)
         final = f16 if quant == "F16" else quantize_gguf(f16, Path(tmp) / f"model.{quant}.gguf", quant, threads=threads)
         return _install(
             out, final, move=True, name=f"{model_dir.name}.{quant}.gguf", source=source, licence=licence,

@@ -153,3 +153,44 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
                                    "flag_instructions": "reject draft notes"}]
     assert data["verdicts"] and all(v["accepted"] and v["reason"] == "about termination" for v in data["verdicts"])
     assert len(data["verdicts"]) == len(fake.calls) - 1
+
+
+FAKE_CONVERTER = '''
+import struct, sys
+args = sys.argv[1:]
+if "fail" in args[0]:
+    sys.exit("ERROR:hf-to-gguf:Model NoSuchModel is not supported")
+out = args[args.index("--outfile") + 1]
+def s(x):
+    b = x.encode(); return struct.pack("<Q", len(b)) + b
+kv = s("general.architecture") + struct.pack("<I", 8) + s("llama") + s("general.file_type") + struct.pack("<Iq", 11, 1)
+open(out, "wb").write(struct.pack("<4sIQQ", b"GGUF", 3, 1, 2) + kv + bytes(64))
+'''
+
+
+@pytest.fixture
+def fake_checkout(tmp_path: Path) -> Path:
+    """A stand-in llama.cpp checkout whose converter writes a header-only F16 GGUF (or fails)."""
+    root = tmp_path / "llama.cpp"
+    (root / "gguf-py" / "gguf").mkdir(parents=True)
+    (root / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
+    for name in ("hf-ok", "hf-fail"):
+        (tmp_path / name).mkdir()
+        (tmp_path / name / "config.json").write_text("{}")
+    return root
+
+
+def test_export_llm_runs_the_converter_and_installs_its_output(tmp_path, fake_checkout):
+    result = run("export", "llm", str(tmp_path / "hf-ok"), "--out", str(tmp_path / "b"), "--quant", "F16",
+                 "--llama-cpp", str(fake_checkout), "--licence", "MIT")
+    assert result.exit_code == 0, result.output
+    component = Bundle.load(tmp_path / "b").component("llm")
+    assert component.files["model"].path == "llm/hf-ok.F16.gguf" and component.settings["quant"] == "F16"
+    assert component.licence == "MIT" and component.report["method"] == "convert_hf_to_gguf"
+    assert sorted(p.name for p in (tmp_path / "b").iterdir()) == ["llm", "manifest.json"]  # no temporary folder left
+
+
+def test_a_failed_conversion_quotes_the_converter_and_leaves_nothing(tmp_path, fake_checkout):
+    result = run("export", "llm", str(tmp_path / "hf-fail"), "--out", str(tmp_path / "b"), "--llama-cpp", str(fake_checkout))
+    one_line_error(result, "converter", "Model NoSuchModel is not supported")
+    assert not (tmp_path / "b").exists()
