@@ -25,7 +25,8 @@ def llm_roles(
     if not (generate or verify):
         return None, None
     if bundle is None:
-        raise InputError(f"the LLM roles need --bundle with an llm component; {_HOW}")
+        role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
+        raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
     from meteora_edge.bundle import MANIFEST_NAME, Bundle
 
     if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
