@@ -97,6 +97,18 @@ def _read_jsonl(path: object, text: str, first: json.JSONDecodeError | None) -> 
     return items
 
 
+def _umask() -> int:
+    """The process umask, read without setting it (os.umask would race other threads)."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError):
+        pass
+    return 0o022
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and a rename (all or nothing)."""
     target = Path(path)
@@ -112,6 +124,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
+        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

@@ -145,3 +145,16 @@ def test_console_script_runs_without_torch_in_a_subprocess():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout)["selected_indices"]
+
+
+def test_output_files_get_normal_permissions(tmp_path):
+    out = tmp_path / "sel.json"
+    run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "x", "-o", str(out))
+    assert out.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
+
+
+def _current_umask() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    return 0o022
