@@ -37,9 +37,12 @@ logger = logging.getLogger(__name__)
 DEFAULT_OPSET = 17
 QUANTIZATIONS = ("int8",)
 COMPONENT = "encoder"
-# MatMuls kept in fp32 by the int8 recipe: the FFN output projections (their input is the
-# post-GELU activation whose outliers ruin per-tensor activation scales) and the first layer.
-_KEEP_FP32 = re.compile(r"/layer\.\d+/output/dense/|/layer\.0/")
+# MatMuls kept in fp32 by the int8 recipe. onnxruntime's dynamic int8 quantises activations
+# with one scale per tensor; the feed-forward blocks (post-LayerNorm and post-GELU inputs with
+# outlier channels) and the first layer then lose too much on short texts (measured on MiniLM,
+# 135 varied texts: everything int8 → min cosine 0.96; this recipe → 0.99). The attention
+# projections of layers 1.. and the embedding table are int8.
+_KEEP_FP32 = re.compile(r"/layer\.\d+/(intermediate|output)/dense/|/layer\.0/")
 FP32_MIN_COSINE = 0.999
 INT8_MIN_COSINE = 0.98
 
