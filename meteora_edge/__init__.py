@@ -31,6 +31,7 @@ from .llm_model import LocalLLM
 from .llm_verifier import LlamaVerifier
 from .memory_index import InMemoryIndex
 from .meve import ContextChunk, MeVeConfig, MeVeEngine, setup_simulation_data
+from .onnx_encoder import OnnxEncoder, load_encoder  # onnxruntime is imported when a model loads
 from .pipeline import EvidencePipeline, PipelineConfig, PipelineResult
 from .rationales import Rationale, format_rationales, parse_rationales
 from .reranker import MeteoraReranker, RankedDocument, RerankTrace
@@ -62,6 +63,7 @@ __all__ = [
     "MeteoraSelector",
     "MissingExtraError",
     "ModelError",
+    "OnnxEncoder",
     "PipelineConfig",
     "PipelineResult",
     "RankedDocument",
@@ -77,6 +79,7 @@ __all__ = [
     "embed",
     "format_rationales",
     "load_sample_shots",
+    "load_encoder",
     "load_token_counter",
     "parse_rationales",
     "parse_verdict",
