@@ -59,6 +59,8 @@ class OnnxEncoder:
         normalize: L2-normalise each embedding.
         threads: onnxruntime intra-op threads.
         batch_size: texts per model call (length-sorted, padded to the longest).
+        max_batch_tokens: cap on ``texts × padded length`` per call, so long texts run in
+            smaller batches (peak memory grows with it; attention with its square).
         pad_id: the padding token id.
         dimension: expected embedding size, checked against the graph when given.
         identity: what indexes and traces record; derived from the model's sha256 when absent.
@@ -79,12 +81,14 @@ class OnnxEncoder:
         normalize: bool = True,
         threads: int = 1,
         batch_size: int = 8,
+        max_batch_tokens: int = 512,
         pad_id: int = 0,
         dimension: int | None = None,
         identity: str | None = None,
     ) -> None:
         self.max_length = _positive_int("max_length", max_length)
         self.batch_size = _positive_int("batch_size", batch_size)
+        self.max_batch_tokens = _positive_int("max_batch_tokens", max_batch_tokens)
         self.threads = _positive_int("threads", threads)
         if pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
@@ -198,9 +202,13 @@ class OnnxEncoder:
         lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
-        for start in range(0, len(texts), self.batch_size):
-            rows = order[start : start + self.batch_size]
+        start = 0
+        while start < len(texts):
+            longest = lengths[order[start]]
+            size = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
+            rows = order[start : start + size]
             out[rows] = self._run([texts[i] for i in rows])
+            start += size
         return out
 
     def _run(self, batch: list[str]) -> np.ndarray:

@@ -36,9 +36,10 @@ def tiny(tmp_path: Path) -> tuple[Path, Path]:
     return write_model(tmp_path / "model.onnx"), write_tokenizer(tmp_path / "tokenizer.json")
 
 
-@pytest.mark.parametrize("batch_size", [1, 2, 3, 8, 64])
-def test_matches_numpy_reference_in_input_order(tiny, batch_size):
-    encoder = OnnxEncoder(*tiny, batch_size=batch_size)
+@pytest.mark.parametrize(("batch_size", "max_batch_tokens"), [(1, 512), (2, 512), (3, 512), (8, 512), (64, 512),
+                                                              (8, 1), (8, 12), (64, 24)])
+def test_matches_numpy_reference_in_input_order(tiny, batch_size, max_batch_tokens):
+    encoder = OnnxEncoder(*tiny, batch_size=batch_size, max_batch_tokens=max_batch_tokens)
     got = encoder.encode(TEXTS)
     assert got.dtype == np.float32 and got.shape == (len(TEXTS), DIM)
     np.testing.assert_allclose(got, expected(TEXTS), rtol=1e-5, atol=1e-6)
@@ -115,6 +116,7 @@ def test_plugs_into_the_selector_and_embed(tiny):
         ({"threads": 0}, "threads must be a positive integer"),
         ({"batch_size": 0}, "batch_size must be a positive integer"),
         ({"max_length": -1}, "max_length must be a positive integer"),
+        ({"max_batch_tokens": 0}, "max_batch_tokens must be a positive integer"),
         ({"pooling": "max"}, "pooling must be one of mean, cls"),
     ],
 )
