@@ -65,3 +65,24 @@ def export_encoder_command(source: str, out: str, quantize: str | None, max_leng
             row = report[precision]
             click.echo(f"parity {precision} vs torch over {report['sentences']} sentences: "
                        f"min cosine {row['min_cosine']:.6f}, mean {row['mean_cosine']:.6f}")
+
+
+@export.command("cross-encoder")
+@click.argument("source")
+@click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Bundle folder (created when absent).")
+@click.option("--quantize", type=click.Choice(["int8"]), default=None, help="Also write a per-channel dynamic int8 model.")
+@click.option("--max-length", type=click.IntRange(min=2), default=None, help="Tokens per (query, passage) pair.")
+@click.option("--opset", type=click.IntRange(14, 21), default=17, show_default=True, help="ONNX opset.")
+@click.option("--licence", default=None, help="Licence of the weights [from the model card].")
+def export_cross_encoder_command(source: str, out: str, quantize: str | None, max_length: int | None, opset: int,
+                                 licence: str | None) -> None:
+    """Add a cross-encoder (sequence classification) to a bundle as ONNX, for the verification ladder."""
+    from meteora_edge.export.cross_encoder import export_cross_encoder
+
+    component = export_cross_encoder(source, out, quantize=quantize, max_length=max_length, opset=opset, licence=licence)
+    click.echo(f"{out}: cross-encoder from {component.source} (max length {component.settings['max_length']}, "
+               f"licence {component.licence})")
+    for precision in ("fp32", "int8"):
+        if precision in component.report:
+            click.echo(f"parity {precision} vs torch over {component.report['pairs']} pairs: "
+                       f"max score difference {component.report[precision]['max_abs_diff']}")

@@ -250,21 +250,21 @@ def _quantize_embedding_tables(path: Path, *, min_rows: int = 1024) -> list[str]
     return done
 
 
-def _export_onnx(model_dir: Path, out: Path, opset: int) -> Path:
+def _export_onnx(model_dir: Path, out: Path, opset: int, task: str = "feature-extraction") -> Path:
     try:
         from optimum.exporters.onnx import main_export
     except ImportError as exc:
         raise MissingExtraError(exc.name or "optimum", "export") from None
     try:
         main_export(
-            str(model_dir), output=str(out), task="feature-extraction", library_name="transformers",
+            str(model_dir), output=str(out), task=task, library_name="transformers",
             opset=opset, device="cpu", local_files_only=True, do_validation=False,
         )
     except Exception as exc:  # optimum/torch raise many types; the message is what the user needs
         raise ModelError(f"optimum could not export {model_dir} to ONNX: {type(exc).__name__}: {str(exc)[:300]}") from None
     model = out / "model.onnx"
     if not model.is_file():
-        raise ModelError(f"optimum wrote no model.onnx for {model_dir}; is it a feature-extraction model?")
+        raise ModelError(f"optimum wrote no model.onnx for {model_dir}; is it a {task} model?")
     if any(p.suffix != ".onnx" and p.name.startswith("model.onnx") for p in out.iterdir()):
         raise ModelError(f"{model_dir} needs ONNX external data (over 2 GB); such encoders are not supported")
     return model

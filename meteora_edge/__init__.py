@@ -31,6 +31,7 @@ from .llm_model import LocalLLM
 from .llm_verifier import LlamaVerifier
 from .memory_index import InMemoryIndex
 from .meve import ContextChunk, MeVeConfig, MeVeEngine, setup_simulation_data
+from .onnx_cross_encoder import OnnxCrossEncoder
 from .onnx_encoder import OnnxEncoder, load_encoder  # onnxruntime is imported when a model loads
 from .pipeline import EvidencePipeline, PipelineConfig, PipelineResult
 from .rationales import Rationale, format_rationales, parse_rationales
@@ -63,6 +64,7 @@ __all__ = [
     "MeteoraSelector",
     "MissingExtraError",
     "ModelError",
+    "OnnxCrossEncoder",
     "OnnxEncoder",
     "PipelineConfig",
     "PipelineResult",
