@@ -11,7 +11,8 @@ and the tokenizers pool), on the same passages, at the same batch size. Each run
 The table shows the median of ``--runs`` processes per path.
 
     python benchmarks/encoder.py --bundle models/bundles/default            # needs torch + the export extra
-    python benchmarks/encoder.py --bundle B --paths onnx-int8 --runs 5       # ONNX only (torch-free venv)
+    python benchmarks/encoder.py --runtime-python .venv-runtime/bin/python  # ONNX paths in the torch-free venv
+    python benchmarks/encoder.py --bundle B --paths onnx-int8 --runs 5       # ONNX only
 """
 
 from __future__ import annotations
@@ -85,7 +86,8 @@ def measure(path: str, args: argparse.Namespace) -> dict[str, float]:
            "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     rows = []
     for _ in range(args.runs):
-        cmd = [sys.executable, __file__, "--child", path, "--bundle", args.bundle, "--model-dir", args.model_dir,
+        python = args.runtime_python if path.startswith("onnx") and args.runtime_python else sys.executable
+        cmd = [python, __file__, "--child", path, "--bundle", args.bundle, "--model-dir", args.model_dir,
                "--batch-size", str(args.batch_size), "--limit", str(args.limit), "--started", repr(time.time())]
         if args.passages:
             cmd += ["--passages", args.passages]
@@ -105,6 +107,8 @@ def main() -> None:
     parser.add_argument("--batch-size", type=int, default=8)
     parser.add_argument("--runs", type=int, default=3, help="Fresh processes per path (medians are reported).")
     parser.add_argument("--paths", default=",".join(PATHS), help=f"Comma-separated subset of {', '.join(PATHS)}.")
+    parser.add_argument("--runtime-python", default=None,
+                        help="Interpreter for the ONNX paths, e.g. .venv-runtime/bin/python (torch-free) [this one].")
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
@@ -123,7 +127,8 @@ def main() -> None:
     passages, origin = load_passages(args.passages, args.limit)
     print(machine_header(("numpy", "onnxruntime", "tokenizers", "torch", "sentence-transformers", "meteora-edge")))
     print(f"passages: {len(passages)} ({origin}); batch size {args.batch_size}; threads 1; "
-          f"median of {args.runs} fresh processes per path\n")
+          f"median of {args.runs} fresh processes per path")
+    print(f"ONNX paths run with {args.runtime_python or sys.executable}\n")
     results = {path: measure(path, args) for path in args.paths.split(",")}
     torch_rate = results.get("torch", {}).get("per_s")
     print(f"{'path':<10} {'passages/s':>11} {'vs torch':>9} {'first embedding s':>18} {'peak RSS MB':>12}")

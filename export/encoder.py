@@ -194,7 +194,25 @@ def quantize_int8(fp32: Path, int8: Path) -> dict[str, Any]:
         "ops": "MatMul",
         "kept_fp32": keep,
         "embedding_tables": f"int8 symmetric, one scale per row: {', '.join(embeddings) or 'none'}",
+        "graph": _preoptimize(int8),
     }
+
+
+def _preoptimize(path: Path) -> str:
+    """Save the graph as onnxruntime optimises it at the extended level (fusions, constant folding).
+
+    The result still runs only on onnxruntime (it uses com.microsoft fused ops) but is portable
+    across CPUs; loading it skips the fusion passes (about 50 ms of a 0.5 s cold start).
+    """
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
+    options.optimized_model_filepath = str(path.with_suffix(".opt.onnx"))
+    options.log_severity_level = 3
+    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
+    os.replace(path.with_suffix(".opt.onnx"), path)
+    return f"pre-optimised by onnxruntime {ort.__version__} (extended level)"
 
 
 def _quantize_embedding_tables(path: Path, *, min_rows: int = 1024) -> list[str]:
