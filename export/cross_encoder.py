@@ -21,6 +21,7 @@ from meteora_edge.errors import ConfigError, MissingExtraError, ModelError
 from .encoder import (
     DEFAULT_OPSET,
     QUANTIZATIONS,
+    ModelSource,
     _export_onnx,
     _licence,
     _prepare_bundle_dir,
@@ -98,7 +99,7 @@ def export_cross_encoder(
         raise
 
 
-def _stage(model_source: Any, out: Path, tmp: Path, max_length: int, quantize: str | None, opset: int,
+def _stage(model_source: ModelSource, out: Path, tmp: Path, max_length: int, quantize: str | None, opset: int,
            licence: str | None) -> Component:
     from meteora_edge.onnx_cross_encoder import OnnxCrossEncoder
 
