@@ -160,7 +160,8 @@ def write_tokenizer(source: Path, target: Path, *, max_length: int) -> int:
         raise MissingExtraError("tokenizers", "export") from None
     tokenizer = Tokenizer.from_file(str(source))
     padding = tokenizer.padding
-    pad_id = int(padding["pad_id"]) if padding else (tokenizer.token_to_id("[PAD]") or tokenizer.token_to_id("<pad>") or 0)
+    candidates = [padding["pad_id"]] if padding else [tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
+    pad_id = int(next((c for c in candidates if c is not None), 0))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
     tokenizer.save(str(target))
