@@ -11,11 +11,9 @@ Example:
 
 from __future__ import annotations
 
-from .chunking import chunk_text
-from .documents import Chunk, document_text, document_texts
-from .ecse import MeteoraSelector, SelectionResult
-from .budget import load_token_counter
-from .encoders import Encoder, HashingEncoder, embed
+import importlib
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     BundleError,
     ConfigError,
@@ -25,19 +23,101 @@ from .errors import (
     MissingExtraError,
     ModelError,
 )
-from .local_index import LocalIndex
-from .llm_generator import LlamaRationaleGenerator, load_sample_shots
-from .llm_model import LocalLLM
-from .llm_verifier import LlamaVerifier
-from .memory_index import InMemoryIndex
-from .meve import ContextChunk, MeVeConfig, MeVeEngine, setup_simulation_data
-from .onnx_cross_encoder import OnnxCrossEncoder
-from .onnx_encoder import OnnxEncoder, load_encoder  # onnxruntime is imported when a model loads
-from .pipeline import EvidencePipeline, PipelineConfig, PipelineResult
-from .rationales import Rationale, format_rationales, parse_rationales
-from .reranker import MeteoraReranker, RankedDocument, RerankTrace
-from .selection import statistical_elbow
-from .verification import Verdict, VerificationRequest, Verifier, parse_verdict
+
+# Public names load on first use (PEP 562), so `import meteora_edge` stays cheap: a CLI
+# call or an app start pays only for the modules it touches.
+_LAZY = {
+    "Chunk": "documents",
+    "ContextChunk": "meve",
+    "Encoder": "encoders",
+    "EvidencePipeline": "pipeline",
+    "HashingEncoder": "encoders",
+    "InMemoryIndex": "memory_index",
+    "LlamaRationaleGenerator": "llm_generator",
+    "LlamaVerifier": "llm_verifier",
+    "LocalIndex": "local_index",
+    "LocalLLM": "llm_model",
+    "MeVeConfig": "meve",
+    "MeVeEngine": "meve",
+    "MeteoraReranker": "reranker",
+    "MeteoraSelector": "ecse",
+    "OnnxCrossEncoder": "onnx_cross_encoder",
+    "OnnxEncoder": "onnx_encoder",
+    "PipelineConfig": "pipeline",
+    "PipelineResult": "pipeline",
+    "RankedDocument": "reranker",
+    "Rationale": "rationales",
+    "RerankTrace": "reranker",
+    "SelectionResult": "ecse",
+    "Verdict": "verification",
+    "VerificationRequest": "verification",
+    "Verifier": "verification",
+    "chunk_text": "chunking",
+    "document_text": "documents",
+    "document_texts": "documents",
+    "embed": "encoders",
+    "format_rationales": "rationales",
+    "load_encoder": "onnx_encoder",
+    "load_sample_shots": "llm_generator",
+    "load_token_counter": "budget",
+    "parse_rationales": "rationales",
+    "parse_verdict": "verification",
+    "setup_simulation_data": "meve",
+    "statistical_elbow": "selection",
+}
+
+if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
+    from .documents import Chunk
+    from .meve import ContextChunk
+    from .encoders import Encoder
+    from .pipeline import EvidencePipeline
+    from .encoders import HashingEncoder
+    from .memory_index import InMemoryIndex
+    from .llm_generator import LlamaRationaleGenerator
+    from .llm_verifier import LlamaVerifier
+    from .local_index import LocalIndex
+    from .llm_model import LocalLLM
+    from .meve import MeVeConfig
+    from .meve import MeVeEngine
+    from .reranker import MeteoraReranker
+    from .ecse import MeteoraSelector
+    from .onnx_cross_encoder import OnnxCrossEncoder
+    from .onnx_encoder import OnnxEncoder
+    from .pipeline import PipelineConfig
+    from .pipeline import PipelineResult
+    from .reranker import RankedDocument
+    from .rationales import Rationale
+    from .reranker import RerankTrace
+    from .ecse import SelectionResult
+    from .verification import Verdict
+    from .verification import VerificationRequest
+    from .verification import Verifier
+    from .chunking import chunk_text
+    from .documents import document_text
+    from .documents import document_texts
+    from .encoders import embed
+    from .rationales import format_rationales
+    from .onnx_encoder import load_encoder
+    from .llm_generator import load_sample_shots
+    from .budget import load_token_counter
+    from .rationales import parse_rationales
+    from .verification import parse_verdict
+    from .meve import setup_simulation_data
+    from .selection import statistical_elbow
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module 'meteora_edge' has no attribute {name!r}")
+    value = getattr(importlib.import_module(f".{module}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(_LAZY))
+
 
 __version__ = "0.1.0"
 
