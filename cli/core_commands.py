@@ -15,7 +15,13 @@ from meteora_edge.local_index import LocalIndex
 from meteora_edge.pipeline import EvidencePipeline, PipelineConfig
 from meteora_edge.rationales import Rationale, as_rationales, parse_rationales
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import (
+    bundle_option,
+    cross_encoder_from_options,
+    encoder_from_options,
+    precision_option,
+    threads_option,
+)
 from .llm_options import llm_roles
 from .output import emit_json
 
@@ -85,7 +91,7 @@ def _pipeline_config(
         use_ecse=not no_ecse,
         expansion_window=1 if expansion_window is None else expansion_window,
         elbow_z_threshold=elbow_z,
-        verification=verification or ("cosine" if tau is not None else "none"),
+        verification=verification or ("auto" if tau is not None else "none"),
         tau_relevance=PipelineConfig().tau_relevance if tau is None else tau,
         n_min=n_min,
         theta_redundancy=theta,
@@ -108,7 +114,7 @@ def _pipeline_config(
 @click.option("--no-ecse", is_flag=True, help="Skip ECSE selection (pure MeVe: verify every candidate).")
 @click.option("--k-init", type=click.IntRange(min=1), default=20, show_default=True, help="Candidates fetched by kNN.")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
-              help="Verification rung [auto with --index; none with --chunks unless --tau].")
+              help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
 @click.option("--n-min", type=click.IntRange(min=0), default=None, help="BM25 fallback below this many chunks [3 with --index].")
 @click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
@@ -191,6 +197,7 @@ def select(
     index = LocalIndex.load(index_dir, encoder=encoder) if index_dir else None
     pipeline = EvidencePipeline(
         config, encoder=encoder, index=index, rationale_generator=rationale_generator, verifier=verifier,
+        cross_encoder=cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None,
         token_counter=load_token_counter(tokenizer),
     )
     result = pipeline.run(query or rationales[0].text, passages=texts, rationales=rationales or None)

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import click
 
-from meteora_edge.encoders import EncoderLike, HashingEncoder
+from meteora_edge.encoders import EncoderLike
+from meteora_edge.ladder import CrossEncoder
 
 bundle_option = click.option(
     "--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), default=None,
@@ -17,12 +18,20 @@ precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"
 
 
 def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
+    from meteora_edge.onnx_encoder import load_encoder
+
+    return load_encoder(bundle, threads=threads, precision=precision)
+
+
+def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:
+    """The bundle's ONNX cross-encoder (the ladder's second rung), or None when it has none."""
     if bundle is None:
-        return HashingEncoder()
+        return None
     from meteora_edge.bundle import Bundle
 
-    if "encoder" not in Bundle.load(bundle).components:
-        return HashingEncoder()  # e.g. a bundle that so far holds only the llm; the trace names the encoder
-    from meteora_edge.onnx_encoder import OnnxEncoder
+    loaded = Bundle.load(bundle)
+    if "cross_encoder" not in loaded.components:
+        return None
+    from meteora_edge.onnx_cross_encoder import OnnxCrossEncoder
 
-    return OnnxEncoder.from_bundle(bundle, threads=threads, precision=precision)
+    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)

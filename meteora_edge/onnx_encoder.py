@@ -250,11 +250,14 @@ def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
 
 
 def load_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1, precision: str = "int8") -> EncoderLike:
-    """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without a bundle.
+    """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
     Raises:
         BundleError, ModelError, MissingExtraError: see :meth:`OnnxEncoder.from_bundle`.
     """
     if bundle is None:
         return HashingEncoder()
-    return OnnxEncoder.from_bundle(bundle, threads=threads, precision=precision)
+    loaded = Bundle.load(bundle)
+    if "encoder" not in loaded.components:
+        return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
+    return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision)

@@ -112,3 +112,18 @@ def test_cli_export_cross_encoder(tiny_classifier, tmp_path):
     assert result.exit_code == 0, result.output
     assert "parity fp32 vs torch over 36 pairs" in result.output
     assert json.loads((out / "manifest.json").read_text())["components"]["cross_encoder"]["kind"] == "cross_encoder"
+
+
+def test_select_uses_the_bundles_cross_encoder_rung(ce_bundle, tmp_path):
+    chunks = tmp_path / "chunks.json"
+    chunks.write_text(json.dumps(["either party may terminate", "fees are due monthly", "governing law"]))
+    base = ["select", "--chunks", str(chunks), "-q", "who may terminate", "--bundle", str(ce_bundle), "--compact"]
+    auto = CliRunner().invoke(main, [*base, "--tau", "0.0"])
+    assert auto.exit_code == 0, auto.output
+    data = json.loads(auto.output)
+    assert data["trace"]["config"]["rung"] == "cross-encoder"
+    assert all(c.get("relevance") is not None for c in data["trace"]["candidates"] if c.get("verified") is not None)
+    explicit = CliRunner().invoke(main, [*base, "--verification", "cross-encoder"])
+    assert explicit.exit_code == 0, explicit.output
+    missing = CliRunner().invoke(main, ["select", "--chunks", str(chunks), "-q", "x", "--verification", "cross-encoder"])
+    assert missing.exit_code == 1 and "needs a cross-encoder" in missing.output
