@@ -5,13 +5,21 @@ from __future__ import annotations
 import json
 import platform
 import sys
+import time
 
 import click
 
 from meteora_edge import __version__
 from meteora_edge.budget import load_token_counter
-from meteora_edge.encoders import encoder_id
-from meteora_edge.evaluation import LLM_METHODS, build_method, evaluate, load_hotpot, plot_report, report_table
+from meteora_edge.evaluation import (
+    LLM_METHODS,
+    CachedEncoder,
+    build_method,
+    evaluate,
+    load_hotpot,
+    plot_report,
+    report_table,
+)
 from meteora_edge.fileio import write_text_atomic
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
@@ -39,7 +47,8 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
     questions = load_hotpot(data_file, level=level, limit=limit)
     specs = methods or DEFAULT_METHODS
-    encoder = encoder_from_options(bundle, threads, precision)
+    base_encoder = encoder_from_options(bundle, threads, precision)
+    encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
     needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
     generator, verifier = llm_roles(bundle, generate=needs_llm, verify=needs_llm, threads=llm_threads) if needs_llm else (None, None)
@@ -52,12 +61,18 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
             bar.update(done - shown)
             shown = done
 
+        t0 = time.perf_counter()
+        for q in questions:
+            encoder.warm(q)
+        embed_ms = (time.perf_counter() - t0) * 1000 / len(questions)
         reports = evaluate(questions, built, token_counter=counter, progress=progress)
     yes_no = sum(q.answer.strip().lower() in ("yes", "no") for q in questions)
     click.echo(report_table(reports, skipped_yes_no=yes_no))
+    click.echo(f"(latencies exclude embedding the question and its candidates: {embed_ms:.1f} ms per question, "
+               f"done once for all methods with {encoder.identity})")
     meta = {
         "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
-        "encoder": encoder_id(encoder), "tokenizer": counter.identity, "meteora_edge": __version__,
+        "encoder": encoder.identity, "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, "meteora_edge": __version__,
         "python": platform.python_version(), "machine": platform.machine(),
     }
     if output:
@@ -65,5 +80,5 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
         write_text_atomic(output, json.dumps(report, indent=2) + "\n")
         click.echo(f"wrote {output}", err=True)
     if plot_file:
-        plot_report(reports, plot_file, title=f"{len(questions)} questions, {level} level, {encoder_id(encoder)}")
+        plot_report(reports, plot_file, title=f"{len(questions)} questions, {level} level, {encoder.identity}")
         click.echo(f"wrote {plot_file}", err=True)

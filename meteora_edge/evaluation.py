@@ -23,7 +23,7 @@ import numpy as np
 from .bm25 import BM25Index, bm25_tokens
 from .budget import TokenCounter, WhitespaceCounter
 from .ecse import MeteoraSelector
-from .encoders import EncoderLike, embed
+from .encoders import EncoderLike, embed, encoder_id
 from .errors import ConfigError, InputError
 from .fileio import read_json_file
 from .memory_index import InMemoryIndex
@@ -31,7 +31,7 @@ from .meve import MeVeConfig
 from .pipeline import EvidencePipeline, PipelineConfig
 from .selection import cosine_matrix, top_k_indices
 
-__all__ = ["EvalQuestion", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
+__all__ = ["EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify")
 _YES_NO = {"yes", "no"}
@@ -231,6 +231,31 @@ class MethodReport:
         return out
 
 
+class CachedEncoder:
+    """Remembers every text's vector, so methods compared on one question embed it once.
+
+    The identity is the wrapped encoder's, so indexes and traces see the real encoder.
+    """
+
+    def __init__(self, encoder: EncoderLike) -> None:
+        self.inner = encoder
+        self.identity = encoder_id(encoder)
+        self._memo: dict[str, np.ndarray] = {}
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            for text, row in zip(missing, embed(self.inner, missing)):
+                self._memo[text] = row
+        return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
+
+    def warm(self, question: EvalQuestion) -> float:
+        """Embed a question and its candidates now; return the milliseconds it took."""
+        t0 = time.perf_counter()
+        self.encode([question.question, *question.candidates])
+        return (time.perf_counter() - t0) * 1000
+
+
 def evaluate(
     questions: Sequence[EvalQuestion],
     methods: dict[str, Method],
@@ -238,7 +263,11 @@ def evaluate(
     token_counter: TokenCounter | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> list[MethodReport]:
-    """Run every method on every question (in file order) and macro-average the metrics."""
+    """Run every method on every question (in file order) and macro-average the metrics.
+
+    Build the methods with a warmed :class:`CachedEncoder` to keep embedding out of the
+    latencies (the CLI does).
+    """
     counter = token_counter or WhitespaceCounter()
     reports = []
     total = len(questions) * len(methods)
