@@ -73,29 +73,17 @@ def _pipeline_config(
     no_ecse: bool,
 ) -> PipelineConfig:
     """Index runs use the pipeline defaults; given chunks run only the phases asked for."""
-    if from_index:
-        base = PipelineConfig()
-        return PipelineConfig(
-            k_init=k_init,
-            use_ecse=not no_ecse,
-            expansion_window=0 if expansion_window is None else expansion_window,
-            elbow_z_threshold=elbow_z,
-            verification=verification or "auto",
-            tau_relevance=base.tau_relevance if tau is None else tau,
-            n_min=base.n_min if n_min is None else n_min,
-            theta_redundancy=base.theta_redundancy if theta is None else theta,
-            t_max=base.t_max if t_max is None else t_max,
-            oversize=oversize,
-        )
+    base = PipelineConfig() if from_index else PipelineConfig(expansion_window=1, n_min=None, theta_redundancy=None, t_max=None)
     return PipelineConfig(
+        k_init=k_init,
         use_ecse=not no_ecse,
-        expansion_window=1 if expansion_window is None else expansion_window,
+        expansion_window=base.expansion_window if expansion_window is None else expansion_window,
         elbow_z_threshold=elbow_z,
-        verification=verification or ("auto" if tau is not None else "none"),
-        tau_relevance=PipelineConfig().tau_relevance if tau is None else tau,
-        n_min=n_min,
-        theta_redundancy=theta,
-        t_max=t_max,
+        verification=verification or ("auto" if from_index or tau is not None else "none"),
+        tau_relevance=base.tau_relevance if tau is None else tau,
+        n_min=base.n_min if n_min is None else n_min,
+        theta_redundancy=base.theta_redundancy if theta is None else theta,
+        t_max=base.t_max if t_max is None else t_max,
         oversize=oversize,
     )
 

@@ -109,15 +109,6 @@ def _template(tokenizer: Any, messages: list[dict[str, str]], *, generation_prom
         raise ModelError(f"the tokenizer's chat template failed on a DPO prompt: {first}") from None
 
 
-def _common_prefix(a: str, b: str) -> int:
-    n = 0
-    for x, y in zip(a, b):
-        if x != y:
-            break
-        n += 1
-    return n
-
-
 def render_pair(row: Mapping[str, Any], tokenizer: Any) -> dict[str, str]:
     """One DPO row as the texts the model sees: ``prompt`` and the ``chosen``/``rejected`` continuations.
 
@@ -135,7 +126,7 @@ def render_pair(row: Mapping[str, Any], tokenizer: Any) -> dict[str, str]:
         prompt_text = _template(tokenizer, prompt, generation_prompt=True)
         full_chosen = _template(tokenizer, prompt + chosen, generation_prompt=False)
         full_rejected = _template(tokenizer, prompt + rejected, generation_prompt=False)
-        shared = min(_common_prefix(prompt_text, full_chosen), _common_prefix(prompt_text, full_rejected))
+        shared = len(os.path.commonprefix([prompt_text, full_chosen, full_rejected]))
         return {"prompt": prompt_text[:shared], "chosen": full_chosen[shared:], "rejected": full_rejected[shared:]}
     bos = tokenizer.bos_token if getattr(tokenizer, "add_bos_token", False) and tokenizer.bos_token else ""
     return {

@@ -10,7 +10,7 @@ from typing import Any
 
 from .dpo_data import SPLIT_FILES, SPLITS, PreparedData
 from .errors import InputError
-from .fileio import read_text_file
+from .fileio import read_json_or_jsonl
 
 __all__ = ["read_records", "read_pairs", "write_splits"]
 
@@ -21,23 +21,7 @@ def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
     Raises:
         InputError: the file is missing, malformed, empty, or holds something other than objects.
     """
-    text = read_text_file(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as whole:
-        if text.lstrip().startswith("["):
-            raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
-        data = []
-        for number, line in enumerate(text.splitlines(), start=1):
-            if line.strip():
-                try:
-                    data.append(json.loads(line))
-                except json.JSONDecodeError as exc:
-                    raise InputError(f"{path} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-                except RecursionError:
-                    raise InputError(f"{path} line {number} is nested too deeply to read") from None
-    except RecursionError:
-        raise InputError(f"{path} is nested too deeply to read") from None
+    data = read_json_or_jsonl(path)
     if isinstance(data, dict):
         data = data["records"] if isinstance(data.get("records"), list) else [data]
     if not isinstance(data, list):

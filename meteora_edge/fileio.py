@@ -15,7 +15,14 @@ from typing import Any
 
 from .errors import InputError
 
-__all__ = ["read_text_file", "read_chunks_file", "read_json_file", "write_text_atomic", "MAX_INPUT_BYTES"]
+__all__ = [
+    "read_text_file",
+    "read_chunks_file",
+    "read_json_file",
+    "read_json_or_jsonl",
+    "write_text_atomic",
+    "MAX_INPUT_BYTES",
+]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
 
@@ -49,43 +56,28 @@ def read_json_file(path: str | os.PathLike[str]) -> Any:
         raise InputError(f"{path} is nested too deeply to read") from None
 
 
-def read_chunks_file(path: str | os.PathLike[str]) -> list[Any]:
-    """Read chunks from a JSON list, a ``{"chunks": [...]}`` object, or JSONL (one per line).
+def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
+    """Parse a file holding one JSON document, or JSON Lines (one value a line).
 
-    Returns:
-        The chunk items as found (strings or objects); their texts are checked later.
+    A file that starts with ``[`` must be one valid document; otherwise a file that is not
+    one document is read line by line, and errors name the line.
 
     Raises:
-        InputError: the file is missing, malformed or holds no list of chunks.
+        InputError: missing, unreadable, empty or malformed.
     """
     text = read_text_file(path)
-    stripped = text.lstrip()
-    if stripped.startswith("[") or stripped.startswith("{"):
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as first:
-            data = _read_jsonl(path, text, first)
-        except RecursionError:
-            raise InputError(f"{path} is nested too deeply to read") from None
-    else:
-        data = _read_jsonl(path, text, None)
-    if isinstance(data, dict):
-        if "chunks" not in data:
-            raise InputError(f"{path} holds an object without a 'chunks' key; give a list or {{\"chunks\": [...]}}")
-        data = data["chunks"]
-    if not isinstance(data, list):
-        raise InputError(f"{path}: chunks must be a list, got {type(data).__name__}")
-    if not data:
-        raise InputError(f"{path} holds no chunks; give at least one")
-    return data
-
-
-def _read_jsonl(path: object, text: str, first: json.JSONDecodeError | None) -> list[Any]:
-    lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
-    if not lines:
-        raise InputError(f"{path} is empty; give a JSON list or JSONL of chunks")
-    if first is not None and len(lines) == 1:
-        raise InputError(f"{path} is not valid JSON: {first.msg} at line {first.lineno} column {first.colno}")
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as whole:
+        if text.lstrip().startswith("["):
+            raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+        lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        if not lines:
+            raise InputError(f"{path} is empty; give JSON or JSON Lines") from None
+        if len(lines) == 1:
+            raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+    except RecursionError:
+        raise InputError(f"{path} is nested too deeply to read") from None
     items = []
     for number, line in lines:
         try:
@@ -95,6 +87,29 @@ def _read_jsonl(path: object, text: str, first: json.JSONDecodeError | None) -> 
         except RecursionError:
             raise InputError(f"{path} line {number} is nested too deeply to read") from None
     return items
+
+
+def read_chunks_file(path: str | os.PathLike[str]) -> list[Any]:
+    """Read chunks from a JSON list, a ``{"chunks": [...]}`` object, or JSONL (one per line).
+
+    Returns:
+        The chunk items as found (strings or objects); their texts are checked later.
+
+    Raises:
+        InputError: the file is missing, malformed or holds no list of chunks.
+    """
+    data = read_json_or_jsonl(path)
+    if isinstance(data, dict):
+        if "chunks" not in data:
+            raise InputError(f"{path} holds an object without a 'chunks' key; give a list or {{\"chunks\": [...]}}")
+        data = data["chunks"]
+    elif not isinstance(data, list):
+        data = [data]  # a single JSON Lines value
+    if not isinstance(data, list):
+        raise InputError(f"{path}: chunks must be a list, got {type(data).__name__}")
+    if not data:
+        raise InputError(f"{path} holds no chunks; give at least one")
+    return data
 
 
 def _umask() -> int:

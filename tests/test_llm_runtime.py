@@ -24,7 +24,7 @@ from meteora_edge.llm_file import check_gguf, context_length, licence_of, quant_
 from meteora_edge.llm_generator import stop_sequences
 from meteora_edge.llm_model import _common_prefix
 from meteora_edge.llm_verifier import CONTEXT_OVERFLOW, answer_token_bound, verdict_schema
-from meteora_edge.verification import PARSE_ERROR, VerificationRequest
+from meteora_edge.verification import VerificationRequest
 
 pytest.importorskip("llama_cpp")  # chat templates and grammars come from llama-cpp-python
 
