@@ -25,7 +25,7 @@ from .budget import TokenCounter, WhitespaceCounter
 from .ecse import MeteoraSelector
 from .encoders import EncoderLike, embed, encoder_id
 from .errors import ConfigError, InputError
-from .fileio import read_json_file
+from .fileio import give_normal_permissions, read_json_file
 from .memory_index import InMemoryIndex
 from .meve import MeVeConfig
 from .pipeline import EvidencePipeline, PipelineConfig
@@ -352,6 +352,7 @@ def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> No
     os.close(fd)
     try:
         fig.savefig(tmp, format="png", bbox_inches="tight")
+        give_normal_permissions(tmp)
         os.replace(tmp, target)
     finally:
         plt.close(fig)

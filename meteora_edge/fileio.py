@@ -21,6 +21,7 @@ __all__ = [
     "read_json_file",
     "read_json_or_jsonl",
     "write_text_atomic",
+    "give_normal_permissions",
     "MAX_INPUT_BYTES",
 ]
 
@@ -124,6 +125,11 @@ def _umask() -> int:
     return 0o022
 
 
+def give_normal_permissions(path: str | os.PathLike[str], *, directory: bool = False) -> None:
+    """Undo mkstemp's 0600 / mkdtemp's 0700 so a copied bundle or index stays readable."""
+    os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
+
+
 def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
     """Write ``text`` to ``path`` via a temporary file and a rename (all or nothing)."""
     target = Path(path)
@@ -139,7 +145,7 @@ def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
             handle.write(text)
             handle.flush()
             os.fsync(handle.fileno())
-        os.chmod(tmp, 0o666 & ~_umask())  # mkstemp makes 0600; give the file normal permissions
+        give_normal_permissions(tmp)
         os.replace(tmp, target)
     except OSError as exc:
         Path(tmp).unlink(missing_ok=True)

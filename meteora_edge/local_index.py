@@ -34,6 +34,7 @@ from .chunking import chunk_text
 from .corpus import SourceDocument
 from .encoders import EncoderLike, embed, encoder_id, normalize_rows
 from .errors import ConfigError, InputError, LocalIndexError
+from .fileio import give_normal_permissions
 from .selection import top_k_indices
 
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
@@ -51,6 +52,7 @@ def _swap_in(target: Path) -> Iterator[Path]:
     work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
     try:
         yield work
+        give_normal_permissions(work, directory=True)
         if target.exists():
             old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
             os.replace(target, old / "index")

@@ -117,3 +117,16 @@ def test_read_documents_shapes(tmp_path):
     (tmp_path / "bad.json").write_text("[1,")
     with pytest.raises(InputError, match="not valid JSON"):
         read_documents([tmp_path / "bad.json"])
+
+
+def test_index_folder_and_files_are_readable_by_others(tmp_path):
+    LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    assert (tmp_path / "ix").stat().st_mode & 0o055 == 0o055 & ~_umask()
+    assert (tmp_path / "ix" / "manifest.json").stat().st_mode & 0o044 == 0o044 & ~_umask()
+
+
+def _umask() -> int:
+    for line in open("/proc/self/status"):
+        if line.startswith("Umask:"):
+            return int(line.split()[1], 8)
+    return 0o022
