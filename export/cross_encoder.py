@@ -11,23 +11,19 @@ from __future__ import annotations
 
 import logging
 import os
-import tempfile
 from pathlib import Path
 from typing import Any
 
 from meteora_edge.bundle import Component, add_component, file_entry
-from meteora_edge.errors import ConfigError, MissingExtraError, ModelError
+from meteora_edge.errors import MissingExtraError, ModelError
 
 from .encoder import (
     DEFAULT_OPSET,
-    QUANTIZATIONS,
     ModelSource,
     _export_onnx,
     _licence,
-    _prepare_bundle_dir,
-    encoder_settings,
     quantize_int8,
-    resolve_source,
+    run_export,
     write_tokenizer,
 )
 from .parity import PARITY_SENTENCES
@@ -80,23 +76,10 @@ def export_cross_encoder(
     Raises:
         ConfigError, InputError, ModelError, MissingExtraError: as ``export_encoder``.
     """
-    if quantize is not None and quantize not in QUANTIZATIONS:
-        raise ConfigError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
-    if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2):
-        raise ConfigError(f"max length must be an integer ≥ 2, got {max_length!r}")
-    if not isinstance(opset, int) or not 14 <= opset <= 21:
-        raise ConfigError(f"opset must be between 14 and 21, got {opset!r}")
-    model_source = resolve_source(source)
-    max_length = encoder_settings(model_source.path, max_length)["max_length"]
-    out = Path(bundle_dir)
-    created = _prepare_bundle_dir(out)
-    try:
-        with tempfile.TemporaryDirectory(dir=out, prefix=".cross-encoder-export.") as tmp:
-            return _stage(model_source, out, Path(tmp), max_length, quantize, opset, licence)
-    except BaseException:
-        if created and out.is_dir() and not any(out.iterdir()):
-            out.rmdir()
-        raise
+    return run_export(
+        source, bundle_dir, quantize=quantize, max_length=max_length, opset=opset, prefix=".cross-encoder-export.",
+        stage=lambda src, out, tmp, settings: _stage(src, out, tmp, settings["max_length"], quantize, opset, licence),
+    )
 
 
 def _stage(model_source: ModelSource, out: Path, tmp: Path, max_length: int, quantize: str | None, opset: int,

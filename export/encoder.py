@@ -14,6 +14,8 @@ torch, transformers, optimum and onnx are imported inside functions only.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import importlib.util
 import json
 import logging
@@ -331,6 +333,24 @@ def export_encoder(
         ModelError: export failed or the fp32 model does not match torch.
         MissingExtraError: the export extra is not installed.
     """
+    return run_export(
+        source, bundle_dir, quantize=quantize, max_length=max_length, opset=opset, prefix=".encoder-export.",
+        stage=lambda src, out, tmp, settings: _stage_and_install(src, out, tmp, settings, quantize, opset, licence),
+    )
+
+
+def run_export(
+    source: str,
+    bundle_dir: str | os.PathLike[str],
+    *,
+    quantize: str | None,
+    max_length: int | None,
+    opset: int,
+    prefix: str,
+    stage: Callable[[ModelSource, Path, Path, dict[str, Any]], Component],
+) -> Component:
+    """The frame every ONNX export shares: check the options, resolve SOURCE, stage in a
+    temporary folder inside the bundle, and remove a bundle folder this call created if it fails."""
     if quantize is not None and quantize not in QUANTIZATIONS:
         raise ConfigError(f"quantize must be one of {', '.join(QUANTIZATIONS)} or None, got {quantize!r}")
     if max_length is not None and (not isinstance(max_length, int) or isinstance(max_length, bool) or max_length < 2):
@@ -342,13 +362,12 @@ def export_encoder(
     out = Path(bundle_dir)
     created = _prepare_bundle_dir(out)
     try:
-        with tempfile.TemporaryDirectory(dir=out, prefix=".encoder-export.") as tmp:
-            component = _stage_and_install(model_source, out, Path(tmp), settings, quantize, opset, licence)
+        with tempfile.TemporaryDirectory(dir=out, prefix=prefix) as tmp:
+            return stage(model_source, out, Path(tmp), settings)
     except BaseException:
         if created and out.is_dir() and not any(out.iterdir()):
             out.rmdir()
         raise
-    return component
 
 
 def _stage_and_install(
