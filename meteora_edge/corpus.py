@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 import os
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
@@ -11,7 +10,7 @@ from typing import Any
 
 from .documents import document_text
 from .errors import InputError
-from .fileio import read_chunks_file, read_text_file
+from .fileio import read_json_or_jsonl, read_text_file
 
 __all__ = ["SourceDocument", "read_documents", "TEXT_SUFFIXES", "JSON_SUFFIXES"]
 
@@ -69,17 +68,14 @@ def read_documents(paths: Sequence[str | os.PathLike[str]]) -> list[SourceDocume
 
 
 def _json_documents(path: Path) -> list[SourceDocument]:
-    text = read_text_file(path)
-    if text.lstrip().startswith("{") and '"documents"' in text[:4096]:
-        try:
-            data = json.loads(text)
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
-        items = data.get("documents") if isinstance(data, dict) else None
+    data = read_json_or_jsonl(path)
+    if isinstance(data, dict):
+        key = next((k for k in ("documents", "chunks") if k in data), None)
+        items = data[key] if key else [data]  # a single document object
         if not isinstance(items, list):
-            raise InputError(f"{path}: 'documents' must be a list")
+            raise InputError(f"{path}: '{key}' must be a list")
     else:
-        items = read_chunks_file(path)
+        items = data if isinstance(data, list) else [data]
     out = []
     for position, item in enumerate(items):
         body = document_text(item, position=position)

@@ -130,3 +130,13 @@ def _umask() -> int:
         if line.startswith("Umask:"):
             return int(line.split()[1], 8)
     return 0o022
+
+
+def test_json_document_files_in_every_layout(tmp_path):
+    (tmp_path / "one.json").write_text('{"text": "a single document", "id": "solo"}')
+    (tmp_path / "chunks.json").write_text('{"chunks": ["from chunks"]}')
+    (tmp_path / "bad.json").write_text('{"documents": "not a list"}')
+    docs = read_documents([tmp_path / "one.json", tmp_path / "chunks.json"])
+    assert [(d.source_id, d.text) for d in docs] == [("solo", "a single document"), (f"{tmp_path / 'chunks.json'}#0", "from chunks")]
+    with pytest.raises(InputError, match="'documents' must be a list"):
+        read_documents([tmp_path / "bad.json"])
