@@ -65,7 +65,7 @@ def child(args: argparse.Namespace) -> None:
             return model.encode(texts, batch_size=args.batch_size, normalize_embeddings=True)
     else:
         sys.path.insert(0, str(ROOT))
-        from meteora_edge.onnx_encoder import OnnxEncoder
+        from meteora_edge.models.onnx_encoder import OnnxEncoder
 
         encoder = OnnxEncoder.from_bundle(args.bundle, precision=args.child.split("-")[1], threads=1,
                                           batch_size=args.batch_size)

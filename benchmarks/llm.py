@@ -23,9 +23,9 @@ from _machine import machine_header  # noqa: E402
 
 from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM, parse_rationales  # noqa: E402
 from meteora_edge.documents import document_texts  # noqa: E402
-from meteora_edge.llm_generator import load_sample_shots  # noqa: E402
-from meteora_edge.llm_model import ChatMessage  # noqa: E402
-from meteora_edge.verification import VerificationRequest  # noqa: E402
+from meteora_edge.selection.llm_generator import load_sample_shots  # noqa: E402
+from meteora_edge.models.llm_model import ChatMessage  # noqa: E402
+from meteora_edge.selection.verification import VerificationRequest  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERY = "How can the agreement be terminated, and what happens then?"

@@ -24,8 +24,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_header, percentile  # noqa: E402
 
 from meteora_edge import EvidencePipeline, HashingEncoder, LocalIndex, PipelineConfig  # noqa: E402
-from meteora_edge.bm25 import bm25_tokens  # noqa: E402
-from meteora_edge.corpus import SourceDocument  # noqa: E402
+from meteora_edge.index.bm25 import bm25_tokens  # noqa: E402
+from meteora_edge.index.corpus import SourceDocument  # noqa: E402
 
 
 def synthetic_corpus(n_chunks: int, words_per_chunk: int = 40, vocab: int = 20_000, seed: int = 7) -> list[str]:
@@ -59,7 +59,7 @@ def main() -> None:
     print(f"threads: OMP_NUM_THREADS={os.environ.get('OMP_NUM_THREADS', 'unset')}")
     corpus = synthetic_corpus(args.chunks)
     if args.bundle:
-        from meteora_edge.onnx_encoder import OnnxEncoder
+        from meteora_edge.models.onnx_encoder import OnnxEncoder
 
         encoder = OnnxEncoder.from_bundle(args.bundle, threads=1)
     else:

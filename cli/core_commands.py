@@ -6,14 +6,14 @@ from pathlib import Path
 
 import click
 
-from meteora_edge.budget import load_token_counter
-from meteora_edge.chunking import chunk_text
+from meteora_edge.pipeline.budget import load_token_counter
+from meteora_edge.index.chunking import chunk_text
 from meteora_edge.documents import document_texts
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_chunks_file, read_json_file, read_text_file, write_text_atomic
-from meteora_edge.local_index import LocalIndex
-from meteora_edge.pipeline import EvidencePipeline, PipelineConfig
-from meteora_edge.rationales import Rationale, as_rationales, parse_rationales
+from meteora_edge.index.local_index import LocalIndex
+from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
+from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
 from .encoder_option import (
     bundle_option,

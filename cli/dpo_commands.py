@@ -24,7 +24,7 @@ from .encoder_option import bundle_option, encoder_from_options, precision_optio
 def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_window: int,
                bundle: str | None, threads: int, precision: str) -> None:
     """Write candidate rationale sets per question, each with the sentences ECSE selected and the gold ones."""
-    from meteora_edge.dpo_derive import derive_candidates
+    from meteora_edge.training.dpo_derive import derive_candidates
 
     encoder = encoder_from_options(bundle, threads, precision)
     records = derive_candidates(hotpot_file, encoder=encoder, expansion_window=expansion_window, limit=limit)
@@ -53,9 +53,9 @@ def dpo_prepare(input_file: str, sample_shots: str | None, output_dir: str, trai
                 test_ratio: float, seed: int, num_rationales: int, domain: str | None, no_flag_instructions: bool,
                 oracle_evidence: bool, min_margin: float, max_pairs_per_query: int, as_json: bool) -> None:
     """Build DPO preference pairs with the generator's prompt and split them by query."""
-    from meteora_edge.dpo_data import prepare_preferences
-    from meteora_edge.dpo_files import read_records, write_splits
-    from meteora_edge.llm_generator import load_sample_shots
+    from meteora_edge.training.dpo_data import prepare_preferences
+    from meteora_edge.training.dpo_files import read_records, write_splits
+    from meteora_edge.selection.llm_generator import load_sample_shots
 
     records = read_records(input_file)
     shots = load_sample_shots(sample_shots)

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import click
 
-from meteora_edge.encoders import EncoderLike
-from meteora_edge.ladder import CrossEncoder
+from meteora_edge.models.encoders import EncoderLike
+from meteora_edge.pipeline.ladder import CrossEncoder
 
 bundle_option = click.option(
     "--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), default=None,
@@ -18,7 +18,7 @@ precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"
 
 
 def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
-    from meteora_edge.onnx_encoder import load_encoder
+    from meteora_edge.models.onnx_encoder import load_encoder
 
     return load_encoder(bundle, threads=threads, precision=precision)
 
@@ -27,11 +27,11 @@ def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder
     """The bundle's ONNX cross-encoder (the ladder's second rung), or None when it has none."""
     if bundle is None:
         return None
-    from meteora_edge.bundle import Bundle
+    from meteora_edge.models.bundle import Bundle
 
     loaded = Bundle.load(bundle)
     if "cross_encoder" not in loaded.components:
         return None
-    from meteora_edge.onnx_cross_encoder import OnnxCrossEncoder
+    from meteora_edge.models.onnx_cross_encoder import OnnxCrossEncoder
 
     return OnnxCrossEncoder.from_bundle(loaded, threads=threads)

@@ -10,7 +10,7 @@ import time
 import click
 
 from meteora_edge import __version__
-from meteora_edge.budget import load_token_counter
+from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.evaluation import (
     LLM_METHODS,
     CachedEncoder,

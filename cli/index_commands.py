@@ -9,8 +9,8 @@ from contextlib import contextmanager
 
 import click
 
-from meteora_edge.corpus import read_documents
-from meteora_edge.local_index import LocalIndex
+from meteora_edge.index.corpus import read_documents
+from meteora_edge.index.local_index import LocalIndex
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
 

@@ -27,13 +27,13 @@ def llm_roles(
     if bundle is None:
         role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
         raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
-    from meteora_edge.bundle import MANIFEST_NAME, Bundle
+    from meteora_edge.models.bundle import MANIFEST_NAME, Bundle
 
     if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
         raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
-    from meteora_edge.llm_generator import LlamaRationaleGenerator, load_sample_shots
-    from meteora_edge.llm_model import LocalLLM
-    from meteora_edge.llm_verifier import LlamaVerifier
+    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
+    from meteora_edge.models.llm_model import LocalLLM
+    from meteora_edge.selection.llm_verifier import LlamaVerifier
 
     model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)
     generator = (

@@ -6,7 +6,7 @@ from typing import Any
 
 import click
 
-from meteora_edge.bundle import Bundle
+from meteora_edge.models.bundle import Bundle
 
 from .output import emit_json
 
@@ -58,7 +58,7 @@ def verify(bundle_dir: str, hashes_only: bool, as_json: bool) -> None:
     bundle = Bundle.load(bundle_dir)
     report: dict[str, Any] = {"bundle": str(bundle.root), "files": bundle.verify(), "models": {}}
     if not hashes_only:
-        from meteora_edge.onnx_encoder import PRECISIONS, OnnxEncoder
+        from meteora_edge.models.onnx_encoder import PRECISIONS, OnnxEncoder
 
         for name, comp in sorted(bundle.components.items()):
             if comp.kind != "encoder":

@@ -14,7 +14,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from meteora_edge.bundle import Component, add_component, file_entry
+from meteora_edge.models.bundle import Component, add_component, file_entry
 from meteora_edge.errors import MissingExtraError, ModelError
 
 from .encoder import (
@@ -43,7 +43,7 @@ def _reference_scores(model_dir: Path, pairs: list[tuple[str, str]], max_length:
         from transformers import AutoModelForSequenceClassification, AutoTokenizer
     except ImportError as exc:
         raise MissingExtraError(exc.name or "torch", "export") from None
-    from meteora_edge.onnx_cross_encoder import relevance
+    from meteora_edge.models.onnx_cross_encoder import relevance
 
     tokenizer = AutoTokenizer.from_pretrained(str(model_dir), local_files_only=True)
     model = AutoModelForSequenceClassification.from_pretrained(str(model_dir), local_files_only=True).eval()
@@ -84,7 +84,7 @@ def export_cross_encoder(
 
 def _stage(model_source: ModelSource, out: Path, tmp: Path, max_length: int, quantize: str | None, opset: int,
            licence: str | None) -> Component:
-    from meteora_edge.onnx_cross_encoder import OnnxCrossEncoder
+    from meteora_edge.models.onnx_cross_encoder import OnnxCrossEncoder
 
     stage = tmp / COMPONENT
     stage.mkdir()

@@ -28,7 +28,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from meteora_edge.dpo_files import read_pairs
+from meteora_edge.training.dpo_files import read_pairs
 from meteora_edge.errors import ConfigError, InputError, MissingExtraError, ModelError
 
 __all__ = ["DPOTrainingConfig", "render_pair", "train_dpo", "REPORT_NAME"]

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from meteora_edge.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
+from meteora_edge.models.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
 from meteora_edge.errors import ConfigError, InputError, MissingExtraError, ModelError
 
 from .parity import PARITY_SENTENCES, cosine_summary, reference_embeddings
@@ -408,7 +408,7 @@ def _stage_and_install(
 
 def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int) -> tuple[dict[str, Any], int, list[str]]:
     """Compare the staged ONNX models with the torch model on :data:`PARITY_SENTENCES`."""
-    from meteora_edge.onnx_encoder import OnnxEncoder
+    from meteora_edge.models.onnx_encoder import OnnxEncoder
 
     reference, torch_version = reference_embeddings(model_dir, PARITY_SENTENCES, **settings)
     report: dict[str, Any] = {

@@ -25,10 +25,10 @@ import tempfile
 from pathlib import Path, PurePosixPath
 from typing import Any
 
-from meteora_edge.bundle import Bundle, Component, add_component, file_entry
+from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
 from meteora_edge.errors import ConfigError, InputError, ModelError
-from meteora_edge.llm_file import context_length, licence_of, quant_name, read_gguf_metadata
-from meteora_edge.llm_model import DEFAULT_CONTEXT_SIZE
+from meteora_edge.models.llm_file import context_length, licence_of, quant_name, read_gguf_metadata
+from meteora_edge.models.llm_model import DEFAULT_CONTEXT_SIZE
 
 __all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "quantize_gguf"]
 

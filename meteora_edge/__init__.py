@@ -28,82 +28,82 @@ from .errors import (
 # call or an app start pays only for the modules it touches.
 _LAZY = {
     "Chunk": "documents",
-    "ContextChunk": "meve",
-    "Encoder": "encoders",
-    "EvidencePipeline": "pipeline",
-    "HashingEncoder": "encoders",
-    "InMemoryIndex": "memory_index",
-    "LlamaRationaleGenerator": "llm_generator",
-    "LlamaVerifier": "llm_verifier",
-    "LocalIndex": "local_index",
-    "LocalLLM": "llm_model",
-    "MeVeConfig": "meve",
-    "MeVeEngine": "meve",
-    "MeteoraReranker": "reranker",
-    "MeteoraSelector": "ecse",
-    "OnnxCrossEncoder": "onnx_cross_encoder",
-    "OnnxEncoder": "onnx_encoder",
-    "PipelineConfig": "pipeline",
-    "PipelineResult": "pipeline",
-    "RankedDocument": "reranker",
-    "Rationale": "rationales",
-    "RerankTrace": "reranker",
-    "SelectionResult": "ecse",
-    "Verdict": "verification",
-    "VerificationRequest": "verification",
-    "Verifier": "verification",
-    "chunk_text": "chunking",
+    "ContextChunk": "pipeline.meve",
+    "Encoder": "models.encoders",
+    "EvidencePipeline": "pipeline.engine",
+    "HashingEncoder": "models.encoders",
+    "InMemoryIndex": "index.memory_index",
+    "LlamaRationaleGenerator": "selection.llm_generator",
+    "LlamaVerifier": "selection.llm_verifier",
+    "LocalIndex": "index.local_index",
+    "LocalLLM": "models.llm_model",
+    "MeVeConfig": "pipeline.meve",
+    "MeVeEngine": "pipeline.meve",
+    "MeteoraReranker": "selection.reranker",
+    "MeteoraSelector": "selection.ecse",
+    "OnnxCrossEncoder": "models.onnx_cross_encoder",
+    "OnnxEncoder": "models.onnx_encoder",
+    "PipelineConfig": "pipeline.engine",
+    "PipelineResult": "pipeline.engine",
+    "RankedDocument": "selection.reranker",
+    "Rationale": "selection.rationales",
+    "RerankTrace": "selection.reranker",
+    "SelectionResult": "selection.ecse",
+    "Verdict": "selection.verification",
+    "VerificationRequest": "selection.verification",
+    "Verifier": "selection.verification",
+    "chunk_text": "index.chunking",
     "document_text": "documents",
     "document_texts": "documents",
-    "embed": "encoders",
-    "format_rationales": "rationales",
-    "load_encoder": "onnx_encoder",
-    "load_sample_shots": "llm_generator",
-    "load_token_counter": "budget",
-    "parse_rationales": "rationales",
-    "parse_verdict": "verification",
-    "setup_simulation_data": "meve",
-    "statistical_elbow": "selection",
+    "embed": "models.encoders",
+    "format_rationales": "selection.rationales",
+    "load_encoder": "models.onnx_encoder",
+    "load_sample_shots": "selection.llm_generator",
+    "load_token_counter": "pipeline.budget",
+    "parse_rationales": "selection.rationales",
+    "parse_verdict": "selection.verification",
+    "setup_simulation_data": "pipeline.meve",
+    "statistical_elbow": "selection.stages",
 }
 
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
-    from .meve import ContextChunk
-    from .encoders import Encoder
-    from .pipeline import EvidencePipeline
-    from .encoders import HashingEncoder
-    from .memory_index import InMemoryIndex
-    from .llm_generator import LlamaRationaleGenerator
-    from .llm_verifier import LlamaVerifier
-    from .local_index import LocalIndex
-    from .llm_model import LocalLLM
-    from .meve import MeVeConfig
-    from .meve import MeVeEngine
-    from .reranker import MeteoraReranker
-    from .ecse import MeteoraSelector
-    from .onnx_cross_encoder import OnnxCrossEncoder
-    from .onnx_encoder import OnnxEncoder
-    from .pipeline import PipelineConfig
-    from .pipeline import PipelineResult
-    from .reranker import RankedDocument
-    from .rationales import Rationale
-    from .reranker import RerankTrace
-    from .ecse import SelectionResult
-    from .verification import Verdict
-    from .verification import VerificationRequest
-    from .verification import Verifier
-    from .chunking import chunk_text
+    from .pipeline.meve import ContextChunk
+    from .models.encoders import Encoder
+    from .pipeline.engine import EvidencePipeline
+    from .models.encoders import HashingEncoder
+    from .index.memory_index import InMemoryIndex
+    from .selection.llm_generator import LlamaRationaleGenerator
+    from .selection.llm_verifier import LlamaVerifier
+    from .index.local_index import LocalIndex
+    from .models.llm_model import LocalLLM
+    from .pipeline.meve import MeVeConfig
+    from .pipeline.meve import MeVeEngine
+    from .selection.reranker import MeteoraReranker
+    from .selection.ecse import MeteoraSelector
+    from .models.onnx_cross_encoder import OnnxCrossEncoder
+    from .models.onnx_encoder import OnnxEncoder
+    from .pipeline.engine import PipelineConfig
+    from .pipeline.engine import PipelineResult
+    from .selection.reranker import RankedDocument
+    from .selection.rationales import Rationale
+    from .selection.reranker import RerankTrace
+    from .selection.ecse import SelectionResult
+    from .selection.verification import Verdict
+    from .selection.verification import VerificationRequest
+    from .selection.verification import Verifier
+    from .index.chunking import chunk_text
     from .documents import document_text
     from .documents import document_texts
-    from .encoders import embed
-    from .rationales import format_rationales
-    from .onnx_encoder import load_encoder
-    from .llm_generator import load_sample_shots
-    from .budget import load_token_counter
-    from .rationales import parse_rationales
-    from .verification import parse_verdict
-    from .meve import setup_simulation_data
-    from .selection import statistical_elbow
+    from .models.encoders import embed
+    from .selection.rationales import format_rationales
+    from .models.onnx_encoder import load_encoder
+    from .selection.llm_generator import load_sample_shots
+    from .pipeline.budget import load_token_counter
+    from .selection.rationales import parse_rationales
+    from .selection.verification import parse_verdict
+    from .pipeline.meve import setup_simulation_data
+    from .selection.stages import statistical_elbow
 
 
 def __getattr__(name: str) -> Any:

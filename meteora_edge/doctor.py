@@ -8,7 +8,7 @@ import time
 from importlib import metadata
 from typing import Any
 
-from .encoders import HashingEncoder
+from .models.encoders import HashingEncoder
 from .errors import MeteoraError
 
 __all__ = ["collect_report"]
@@ -64,7 +64,7 @@ def _probe(bundle: str | None, threads: int) -> dict[str, Any]:
     HashingEncoder().encode(texts)
     out: dict[str, Any] = {"hashing_encode_64_ms": round((time.perf_counter() - t0) * 1000, 2)}
     if bundle:
-        from .onnx_encoder import OnnxEncoder
+        from .models.onnx_encoder import OnnxEncoder
 
         t0 = time.perf_counter()
         encoder = OnnxEncoder.from_bundle(bundle, threads=threads)
@@ -91,7 +91,7 @@ def collect_report(*, bundle: str | None = None, threads: int = 1, probe: bool =
         "llm_extra": _llm_extra(),
     }
     if bundle:
-        from .bundle import Bundle
+        from .models.bundle import Bundle
 
         try:
             loaded = Bundle.load(bundle)

@@ -20,16 +20,16 @@ from typing import Any
 
 import numpy as np
 
-from .bm25 import BM25Index, bm25_tokens
-from .budget import TokenCounter, WhitespaceCounter
-from .ecse import MeteoraSelector
-from .encoders import EncoderLike, embed, encoder_id
+from .index.bm25 import BM25Index, bm25_tokens
+from .pipeline.budget import TokenCounter, WhitespaceCounter
+from .selection.ecse import MeteoraSelector
+from .models.encoders import EncoderLike, embed, encoder_id
 from .errors import ConfigError, InputError
 from .fileio import give_normal_permissions, read_json_file
-from .memory_index import InMemoryIndex
-from .meve import MeVeConfig
-from .pipeline import EvidencePipeline, PipelineConfig
-from .selection import cosine_matrix, top_k_indices
+from .index.memory_index import InMemoryIndex
+from .pipeline.meve import MeVeConfig
+from .pipeline.engine import EvidencePipeline, PipelineConfig
+from .selection.stages import cosine_matrix, top_k_indices
 
 __all__ = ["EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
 

@@ -84,3 +84,11 @@ def converter(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
     return fetch_converter(tmp_path_factory.mktemp("llama-cpp") / "convert")
 
+
+
+@pytest.fixture
+def dev_data() -> Path:
+    """The HotpotQA dev file beside the checkout (skips without it; fails in CI)."""
+    from repo_paths import require_dev_data
+
+    return require_dev_data()

@@ -9,8 +9,7 @@ from click.testing import CliRunner
 
 from meteora_edge.cli.main import main
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
+from repo_paths import EXAMPLES, ROOT
 
 
 def run(*args: str):

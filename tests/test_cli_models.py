@@ -16,7 +16,7 @@ from tiny_onnx import make_bundle  # noqa: E402
 
 from meteora_edge.cli.main import main  # noqa: E402
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from repo_paths import EXAMPLES
 CHUNKS = ["either party may terminate", "fees are due monthly", "the supplier shall deliver the goods",
           "data ends after the agreement"]
 

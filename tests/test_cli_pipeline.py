@@ -6,7 +6,7 @@ from click.testing import CliRunner
 
 from meteora_edge.cli.main import main
 
-EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
+from repo_paths import EXAMPLES
 
 
 def run(*args: str):

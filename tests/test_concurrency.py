@@ -8,8 +8,8 @@ import sys
 from concurrent.futures import ThreadPoolExecutor
 
 from meteora_edge import EvidencePipeline, HashingEncoder, MeteoraReranker, PipelineConfig
-from meteora_edge.corpus import SourceDocument
-from meteora_edge.local_index import LocalIndex
+from meteora_edge.index.corpus import SourceDocument
+from meteora_edge.index.local_index import LocalIndex
 
 TEXTS = [f"clause {i}: party {'may' if i % 3 else 'shall'} terminate after {i} days notice about topic {i % 7}"
          for i in range(60)]

@@ -10,8 +10,9 @@ from meteora_edge.cli.main import main
 from meteora_edge.errors import ConfigError, InputError
 from meteora_edge.evaluation import EvalQuestion, build_method, evaluate, load_hotpot
 
-DEV = Path(__file__).resolve().parents[2] / "shared" / "data" / "hotpotqa_distractor_dev50.json"
-needs_dev = pytest.mark.skipif(not DEV.exists(), reason="shared/data is not beside the checkout")
+from repo_paths import DEV_DATA as DEV
+
+needs_dev = pytest.mark.usefixtures("dev_data")
 
 ITEM = {
     "question": "Which city is the tower in?",

@@ -12,12 +12,12 @@ from click.testing import CliRunner
 from llm_fakes import FakeLlama, write_gguf
 
 from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM
-from meteora_edge.bundle import Bundle, Component, add_component, file_entry
+from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
 from meteora_edge.cli import core_commands
 from meteora_edge.cli.main import main
-from meteora_edge.encoders import HashingEncoder
+from meteora_edge.models.encoders import HashingEncoder
 
-EXAMPLES = Path(__file__).resolve().parent.parent / "examples"
+from repo_paths import EXAMPLES
 CHUNKS = str(EXAMPLES / "contract_clauses.json")
 QUERY = "How can the agreement be terminated?"
 HOW = "meteora-edge export llm --gguf FILE --out BUNDLE"

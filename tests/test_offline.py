@@ -22,8 +22,7 @@ import pytest
 
 pytestmark = [pytest.mark.offline, pytest.mark.slow]
 
-ROOT = Path(__file__).resolve().parents[1]
-EXAMPLES = ROOT / "examples"
+from repo_paths import EXAMPLES, ROOT
 CLI = [sys.executable, "-m", "meteora_edge.cli.main"]
 
 
@@ -88,8 +87,8 @@ def test_index_and_select_with_llm_roles_inside_a_network_namespace(offline_bund
 
 def test_library_path_with_socket_creation_blocked(offline_bundle, monkeypatch):
     from meteora_edge import EvidencePipeline, LlamaRationaleGenerator, LlamaVerifier, LocalLLM, PipelineConfig
-    from meteora_edge.llm_generator import load_sample_shots
-    from meteora_edge.onnx_encoder import OnnxEncoder
+    from meteora_edge.selection.llm_generator import load_sample_shots
+    from meteora_edge.models.onnx_encoder import OnnxEncoder
 
     def refuse(*args, **kwargs):
         raise OSError("network access attempted during an offline run")

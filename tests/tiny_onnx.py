@@ -89,7 +89,7 @@ def expected(texts: list[str], *, max_length: int = 256, embeddings: np.ndarray 
 
 def make_bundle(root: Path, *, int8: bool = True, settings: dict | None = None, **model_kwargs: object) -> Path:
     """A bundle with an ``encoder`` component: fp32 (+ a copy as "int8") and a tokenizer."""
-    from meteora_edge.bundle import Component, add_component, file_entry
+    from meteora_edge.models.bundle import Component, add_component, file_entry
 
     (root / "encoder").mkdir(parents=True, exist_ok=True)
     write_model(root / "encoder" / "model.onnx", **model_kwargs)  # type: ignore[arg-type]

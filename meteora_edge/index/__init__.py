@@ -1,0 +1,7 @@
+"""The corpus index: chunking, BM25 and the on-disk and in-memory vector indexes.
+
+``chunking`` cuts documents into word windows that keep character offsets; ``corpus``
+reads document files; ``bm25`` is the Okapi BM25 as flat numpy arrays; ``local_index``
+is the on-disk index (vectors, chunk records, BM25, manifest); ``memory_index`` is the
+same search over a list in memory. Imports ``models`` and ``selection`` only.
+"""

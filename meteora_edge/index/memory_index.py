@@ -1,0 +1,75 @@
+"""An index held in memory, for callers that pass their own chunk store (MeVe's usage).
+
+It offers what the pipeline asks of :class:`~meteora_edge.index.local_index.LocalIndex` —
+``search``, ``bm25_search``, ``records``, ``vectors`` and ``encoder_id`` — and can limit kNN
+and BM25 to different subsets of its chunks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from .bm25 import BM25Index, bm25_tokens
+from ..documents import document_texts
+from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
+from ..errors import InputError
+from ..selection.stages import top_k_indices
+
+__all__ = ["InMemoryIndex"]
+
+
+class InMemoryIndex:
+    """Chunks, their vectors and BM25, in memory.
+
+    Args:
+        documents: chunks of any accepted document shape (kept as given).
+        encoder: embeds the chunks (and, in the pipeline, the queries).
+        vectors: precomputed embeddings, one row per document (skips encoding).
+        labels: an id per document, reported in records (defaults to positions).
+        knn_scope / bm25_scope: positions kNN / BM25 may return (default: all).
+    """
+
+    def __init__(
+        self,
+        documents: Sequence[object],
+        encoder: EncoderLike,
+        *,
+        vectors: np.ndarray | None = None,
+        labels: Sequence[Any] | None = None,
+        knn_scope: Sequence[int] | None = None,
+        bm25_scope: Sequence[int] | None = None,
+    ) -> None:
+        self.texts = document_texts(documents)
+        self.documents = list(documents)
+        self.encoder_id = encoder_id(encoder)
+        matrix = embed(encoder, self.texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        if matrix.shape[0] != len(self.texts):
+            raise InputError(f"{matrix.shape[0]} vectors for {len(self.texts)} documents")
+        self.vectors = normalize_rows(matrix).astype(np.float32)
+        self.labels = list(labels) if labels is not None else list(range(len(self.texts)))
+        self.bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
+        self._knn = None if knn_scope is None else np.asarray(sorted(knn_scope), dtype=np.int64)
+        self._bm25_scope = None if bm25_scope is None else sorted(bm25_scope)
+
+    def __len__(self) -> int:
+        return len(self.texts)
+
+    def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
+        q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
+        scores = self.vectors @ q
+        if self._knn is not None:
+            masked = np.full(scores.shape, -np.inf, dtype=np.float64)
+            masked[self._knn] = scores[self._knn]
+            best = top_k_indices(masked, min(k, len(self._knn)))
+        else:
+            best = top_k_indices(scores, k)
+        return best, scores[best]
+
+    def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        return self.bm25.search(query, k, within=self._bm25_scope)
+
+    def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        return [{"id": self.labels[i], "text": self.texts[i], "document": self.documents[i]} for i in ids]

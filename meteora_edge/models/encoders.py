@@ -1,0 +1,118 @@
+"""Encoders turn texts into vectors; this module holds the protocol and the model-free default.
+
+Anything with ``.encode(list[str])`` or a plain callable ``f(list[str])`` is an encoder.
+:func:`embed` is the one place that calls an encoder and checks what comes back.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Callable, Sequence
+from typing import Protocol, Union, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError, InputError, ModelError
+
+__all__ = ["Encoder", "EncoderLike", "HashingEncoder", "embed", "normalize_rows", "encoder_id"]
+
+_TOKEN = re.compile(r"[A-Za-z0-9_]+")
+
+
+@runtime_checkable
+class Encoder(Protocol):
+    """An object that embeds a batch of texts into a ``(len(texts), dim)`` array."""
+
+    def encode(self, texts: list[str]) -> np.ndarray: ...
+
+
+EncoderLike = Union[Encoder, Callable[[list[str]], "np.ndarray"]]
+
+
+class HashingEncoder:
+    """The model-free default: a signed feature-hashing bag of words.
+
+    Tokens are ``[A-Za-z0-9_]+`` of the lower-cased text; each token's blake2b digest
+    (8 bytes, big-endian) picks the bucket ``h mod n_features`` and its top bit the sign;
+    counts are summed and the row is L2-normalised (an empty text stays all zeros).
+
+    Example:
+        >>> enc = HashingEncoder()
+        >>> enc.encode(["Termination for convenience"]).shape
+        (1, 384)
+    """
+
+    def __init__(self, n_features: int = 384) -> None:
+        if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
+            raise ConfigError(f"n_features must be a positive integer, got {n_features!r}")
+        self.n_features = n_features
+
+    @property
+    def identity(self) -> str:
+        return f"hashing:{self.n_features}"
+
+    def encode(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), self.n_features), dtype=np.float32)
+        for row, text in enumerate(texts):
+            for token in _TOKEN.findall(text.lower()):
+                h = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "big")
+                out[row, h % self.n_features] += -1.0 if h >> 63 else 1.0
+        return normalize_rows(out)
+
+    def __repr__(self) -> str:
+        return f"HashingEncoder(n_features={self.n_features})"
+
+
+def normalize_rows(matrix: np.ndarray) -> np.ndarray:
+    """L2-normalise each row; a zero row is divided by 1 (stays zero)."""
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    norms[norms == 0] = 1.0
+    return matrix / norms
+
+
+def encoder_id(encoder: object) -> str:
+    """A stable description of an encoder, recorded in traces and indexes."""
+    identity = getattr(encoder, "identity", None)
+    if isinstance(identity, str):
+        return identity
+    return f"custom:{type(encoder).__module__}.{type(encoder).__qualname__}"
+
+
+def embed(encoder: EncoderLike, texts: Sequence[str]) -> np.ndarray:
+    """Embed ``texts`` with any encoder-like object and check the result.
+
+    Args:
+        encoder: an object with ``.encode(list[str])`` or a callable taking ``list[str]``.
+        texts: the texts.
+
+    Returns:
+        A float32 array of shape ``(len(texts), dim)``.
+
+    Raises:
+        InputError: ``encoder`` is neither an encoder nor callable.
+        ModelError: the encoder returned something that is not a finite ``(n, dim)`` matrix.
+    """
+    batch = list(texts)
+    if hasattr(encoder, "encode"):
+        raw = encoder.encode(batch)
+    elif callable(encoder):
+        raw = encoder(batch)
+    else:
+        raise InputError(
+            f"encoder of type {type(encoder).__name__} has no .encode() and is not callable; "
+            "pass HashingEncoder(), OnnxEncoder or a function list[str] -> array"
+        )
+    try:
+        matrix = np.asarray(raw, dtype=np.float32)
+    except (TypeError, ValueError) as exc:
+        raise ModelError(f"encoder returned {type(raw).__name__} that is not a numeric matrix: {exc}") from None
+    if matrix.ndim == 1 and len(batch) == 1:
+        matrix = matrix[None, :]
+    if matrix.ndim != 2 or matrix.shape[0] != len(batch) or (batch and matrix.shape[1] == 0):
+        raise ModelError(
+            f"encoder returned shape {matrix.shape} for {len(batch)} texts; expected ({len(batch)}, dim)"
+        )
+    if not np.isfinite(matrix).all():
+        raise ModelError("encoder returned NaN or infinite values")
+    return matrix

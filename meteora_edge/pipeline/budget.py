@@ -1,0 +1,187 @@
+"""Token budgeting: count tokens with the answer model's tokenizer and pack greedily.
+
+Counters: a Hugging Face ``tokenizer.json`` (via ``tokenizers``), a GGUF model's own
+vocabulary (via llama-cpp-python, vocabulary only), or — the stated fallback when the
+answer model's tokenizer is unknown — whitespace-separated words.
+
+Packing walks the chunks in priority order and keeps each one that still fits; one that
+does not fit is skipped and later, shorter chunks may still fill the gap. A chunk that alone
+exceeds the whole budget is dropped (``oversize="drop"``, the default), or cut at a word
+boundary to the room left (``oversize="truncate"``).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, Protocol, runtime_checkable
+
+from ..errors import BundleError, ConfigError, InputError, MissingExtraError, ModelError
+
+__all__ = [
+    "TokenCounter",
+    "WhitespaceCounter",
+    "TokenizerJsonCounter",
+    "GgufTokenCounter",
+    "load_token_counter",
+    "pack",
+    "PackDecision",
+    "truncate_to_tokens",
+]
+
+Oversize = Literal["drop", "truncate"]
+_WORD = re.compile(r"\S+")
+
+
+@runtime_checkable
+class TokenCounter(Protocol):
+    identity: str
+
+    def count(self, texts: Sequence[str]) -> list[int]: ...
+
+
+class WhitespaceCounter:
+    """Counts whitespace-separated words: the fallback when no tokenizer is given."""
+
+    identity = "whitespace"
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return [len(text.split()) for text in texts]
+
+
+class TokenizerJsonCounter:
+    """Counts tokens with a Hugging Face ``tokenizer.json`` (no special tokens, no truncation)."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            from tokenizers import Tokenizer
+        except ImportError:
+            raise MissingExtraError("tokenizers", "onnx") from None
+        try:
+            self._tokenizer = Tokenizer.from_file(str(path))
+        except Exception as exc:  # tokenizers raises plain Exception subclasses
+            raise InputError(f"cannot read tokenizer {path}: {exc}") from None
+        self._tokenizer.no_truncation()
+        self._tokenizer.no_padding()
+        self.identity = f"tokenizer.json:{Path(path).name}"
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+
+
+class GgufTokenCounter:
+    """Counts tokens with a GGUF model's vocabulary (loads the vocabulary only)."""
+
+    def __init__(self, path: str | Path) -> None:
+        try:
+            import llama_cpp
+        except ImportError:
+            raise MissingExtraError("llama_cpp", "llm") from None
+        path = Path(path)
+        if not path.is_file():
+            raise InputError(f"GGUF file not found: {path}")
+        with open(path, "rb") as handle:
+            if handle.read(4) != b"GGUF":
+                raise ModelError(f"{path} is not a GGUF file (bad magic bytes)")
+        try:
+            self._llama = llama_cpp.Llama(model_path=str(path), vocab_only=True, verbose=False)
+        except (ValueError, RuntimeError) as exc:
+            raise ModelError(f"cannot load the vocabulary of {path}: {exc}") from None
+        self.identity = f"gguf:{path.name}"
+
+    def count(self, texts: Sequence[str]) -> list[int]:
+        return [len(self._llama.tokenize(t.encode("utf-8"), add_bos=False, special=False)) for t in texts]
+
+
+def load_token_counter(spec: str | Path | None) -> TokenCounter:
+    """A counter from ``"whitespace"``/``None``, a ``tokenizer.json``, a ``.gguf`` file, or a bundle.
+
+    A bundle folder uses its ``llm`` component's GGUF vocabulary when present, else its
+    encoder's ``tokenizer.json``.
+
+    Raises:
+        InputError: the path does not exist or is of an unknown kind.
+    """
+    if spec is None or str(spec) == "whitespace":
+        return WhitespaceCounter()
+    path = Path(spec)
+    if path.is_dir():
+        from ..models.bundle import Bundle
+
+        bundle = Bundle.load(path)
+        if "llm" in bundle.components:
+            return GgufTokenCounter(bundle.file("llm", "model"))
+        if "encoder" in bundle.components:
+            return TokenizerJsonCounter(bundle.file("encoder", "tokenizer"))
+        raise BundleError(f"bundle {path} has neither an llm nor an encoder tokenizer to count tokens with")
+    if not path.is_file():
+        raise InputError(f"tokenizer not found: {path}; give a tokenizer.json, a .gguf file, a bundle or 'whitespace'")
+    if path.suffix == ".gguf":
+        return GgufTokenCounter(path)
+    if path.suffix == ".json":
+        return TokenizerJsonCounter(path)
+    raise InputError(f"{path} is neither a tokenizer.json nor a .gguf file")
+
+
+def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest word-prefix of ``text`` that counts at most ``limit`` tokens ('' if none)."""
+    ends = [m.end() for m in _WORD.finditer(text)]
+    lo, hi = 0, len(ends)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count([text[: ends[mid - 1]]])[0] <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return text[: ends[lo - 1]] if lo else ""
+
+
+@dataclass(frozen=True)
+class PackDecision:
+    position: int
+    tokens: int
+    outcome: str  # "kept" | "truncated" | "skipped: does not fit" | "dropped: larger than the budget"
+    text: str
+
+
+def pack(
+    texts: Sequence[str],
+    order: Sequence[int],
+    t_max: int,
+    counter: TokenCounter,
+    *,
+    oversize: Oversize = "drop",
+) -> list[PackDecision]:
+    """Greedy packing of ``texts[i]`` for ``i`` in ``order`` into ``t_max`` tokens.
+
+    Returns:
+        One decision per position in ``order``; ``outcome`` says kept, truncated, skipped
+        (did not fit the room left) or dropped (larger than the whole budget).
+    """
+    if not isinstance(t_max, int) or isinstance(t_max, bool) or t_max < 1:
+        raise ConfigError(f"t_max must be a positive integer, got {t_max!r}")
+    if oversize not in ("drop", "truncate"):
+        raise ConfigError(f"oversize must be 'drop' or 'truncate', got {oversize!r}")
+    counts = counter.count([texts[i] for i in order])
+    used = 0
+    decisions = []
+    for position, tokens in zip(order, counts):
+        room = t_max - used
+        if tokens <= room:
+            used += tokens
+            decisions.append(PackDecision(position, tokens, "kept", texts[position]))
+        elif tokens > t_max and oversize == "truncate" and room > 0:
+            cut = truncate_to_tokens(texts[position], room, counter)
+            cut_tokens = counter.count([cut])[0] if cut else 0
+            if cut and cut_tokens <= room:
+                used += cut_tokens
+                decisions.append(PackDecision(position, cut_tokens, "truncated", cut))
+            else:
+                decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", texts[position]))
+        elif tokens > t_max:
+            decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", texts[position]))
+        else:
+            decisions.append(PackDecision(position, tokens, f"skipped: needs {tokens}, {room} left", texts[position]))
+    return decisions

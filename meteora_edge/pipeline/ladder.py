@@ -1,0 +1,86 @@
+"""The verification ladder: LLM verifier → cross-encoder score ≥ tau → cosine ≥ tau → none.
+
+``"auto"`` takes the highest rung available. Every rung returns, per judged chunk, whether
+it passed and the score it was judged by; the LLM rung also returns the verdicts.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Literal, Protocol, runtime_checkable
+
+import numpy as np
+
+from ..errors import ConfigError, ModelError
+from ..selection.rationales import Rationale
+from ..selection.verification import Verdict, VerifierLike, verify_chunks
+
+__all__ = ["CrossEncoder", "LadderOutcome", "choose_rung", "run_ladder", "RUNGS"]
+
+Rung = Literal["llm", "cross-encoder", "cosine", "none"]
+RUNGS = ("auto", "llm", "cross-encoder", "cosine", "none")
+
+
+@runtime_checkable
+class CrossEncoder(Protocol):
+    """Scores (query, passage) pairs; higher is more relevant (e.g. a probability)."""
+
+    def score(self, query: str, passages: list[str]) -> np.ndarray: ...
+
+
+@dataclass(frozen=True)
+class LadderOutcome:
+    rung: Rung
+    passed: list[bool]
+    scores: list[float | None]
+    verdicts: list[Verdict] = field(default_factory=list)
+
+
+def choose_rung(requested: str, *, verifier: object | None, cross_encoder: object | None) -> Rung:
+    """Resolve ``"auto"`` and check the requested rung is available."""
+    if requested not in RUNGS:
+        raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {requested!r}")
+    if requested == "auto":
+        return "llm" if verifier is not None else "cross-encoder" if cross_encoder is not None else "cosine"
+    if requested == "llm" and verifier is None:
+        raise ConfigError("verification 'llm' needs a verifier; add an llm to the bundle or pass verifier=…")
+    if requested == "cross-encoder" and cross_encoder is None:
+        raise ConfigError("verification 'cross-encoder' needs a cross-encoder; export one into the bundle")
+    return requested  # type: ignore[return-value]
+
+
+def run_ladder(
+    rung: Rung,
+    *,
+    query: str,
+    texts: Sequence[str],
+    order: Sequence[int],
+    rationales: Sequence[Rationale],
+    tau: float,
+    query_vector: np.ndarray,
+    vectors: np.ndarray,
+    verifier: VerifierLike | None = None,
+    cross_encoder: CrossEncoder | None = None,
+) -> LadderOutcome:
+    """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``."""
+    if not order:
+        return LadderOutcome(rung, [], [])
+    if rung == "llm":
+        assert verifier is not None
+        verdicts = verify_chunks(verifier, query, texts, order, rationales)
+        return LadderOutcome(rung, [v.accepted for v in verdicts], [None] * len(order), verdicts)
+    if rung == "cross-encoder":
+        assert cross_encoder is not None
+        raw = np.asarray(cross_encoder.score(query, [texts[i] for i in order]), dtype=np.float64).reshape(-1)
+        if raw.shape[0] != len(order) or not np.isfinite(raw).all():
+            raise ModelError(f"cross-encoder returned {raw.shape[0]} scores for {len(order)} passages, or non-finite values")
+        return LadderOutcome(rung, [bool(s >= tau) for s in raw], [float(s) for s in raw])
+    if rung == "cosine":
+        q = query_vector / (np.linalg.norm(query_vector) or 1.0)
+        rows = np.asarray(vectors, dtype=np.float64)[list(order)]
+        norms = np.linalg.norm(rows, axis=1)
+        norms[norms == 0] = 1.0
+        sims = rows @ q / norms
+        return LadderOutcome(rung, [bool(s >= tau) for s in sims], [float(s) for s in sims])
+    return LadderOutcome("none", [True] * len(order), [None] * len(order))

@@ -1,0 +1,68 @@
+"""The package tree names the stages, and imports flow one way through them."""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+
+from repo_paths import ROOT
+
+PACKAGE = ROOT / "meteora_edge"
+ORDER = ["models", "selection", "index", "pipeline", "training"]
+TOP_LEVEL_HELPERS = {"errors", "documents", "fileio"}
+
+
+def _imported_modules(path) -> set[str]:
+    """Absolute dotted names (inside meteora_edge) of every import in one file, lazy ones included."""
+    package = "meteora_edge." + ".".join(path.relative_to(PACKAGE).parent.parts)
+    package = package.rstrip(".")
+    found = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = package.split(".")[: len(package.split(".")) - node.level + 1]
+                found.add(".".join(base + ([node.module] if node.module else [])))
+            elif node.module and node.module.startswith("meteora_edge"):
+                found.add(node.module)
+        elif isinstance(node, ast.Import):
+            found.update(alias.name for alias in node.names if alias.name.startswith("meteora_edge"))
+    return found
+
+
+def test_top_level_holds_at_most_eight_modules():
+    modules = sorted(p.name for p in PACKAGE.glob("*.py"))
+    assert len(modules) <= 8, modules
+    for stage in ORDER:
+        assert (PACKAGE / stage / "__init__.py").is_file()
+
+
+def test_each_stage_imports_only_earlier_stages_and_the_helpers():
+    for rank, stage in enumerate(ORDER):
+        allowed = {f"meteora_edge.{s}" for s in ORDER[: rank + 1]}
+        allowed |= {f"meteora_edge.{h}" for h in TOP_LEVEL_HELPERS}
+        for path in (PACKAGE / stage).glob("*.py"):
+            for name in _imported_modules(path):
+                parts = name.split(".")
+                head = ".".join(parts[:2])
+                assert head in allowed or (stage == "training" and head == "meteora_edge.evaluation"), (
+                    f"{path.relative_to(ROOT)} imports {name}, which comes after {stage}"
+                )
+
+
+def test_helpers_import_no_stage():
+    for helper in TOP_LEVEL_HELPERS:
+        for name in _imported_modules(PACKAGE / f"{helper}.py"):
+            assert name.split(".")[1] in TOP_LEVEL_HELPERS, f"{helper}.py imports {name}"
+
+
+def test_every_public_name_still_imports_from_the_top():
+    code = (
+        "import meteora_edge, sys\n"
+        "missing = [n for n in meteora_edge.__all__ if getattr(meteora_edge, n, None) is None]\n"
+        "assert not missing, missing\n"
+        "print(len(meteora_edge.__all__))\n"
+    )
+    proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert proc.returncode == 0, proc.stderr
+    assert int(proc.stdout) >= 45
