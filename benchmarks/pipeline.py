@@ -24,7 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _machine import machine_header, percentile  # noqa: E402
 
 from meteora_edge import EvidencePipeline, HashingEncoder, LocalIndex, PipelineConfig  # noqa: E402
-from meteora_edge.index.bm25 import bm25_tokens  # noqa: E402
+from meteora_edge.models.bm25 import bm25_tokens  # noqa: E402
 from meteora_edge.index.corpus import SourceDocument  # noqa: E402
 
 

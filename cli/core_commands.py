@@ -12,7 +12,8 @@ from meteora_edge.documents import document_texts
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_chunks_file, read_json_file, read_text_file, write_text_atomic
 from meteora_edge.index.local_index import LocalIndex
-from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
+from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig
+from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
 from .encoder_option import (
@@ -61,7 +62,7 @@ def gather_rationales(
 def _pipeline_config(
     from_index: bool,
     *,
-    k_init: int,
+    k_init: int | None,
     expansion_window: int | None,
     elbow_z: float,
     verification: str | None,
@@ -71,11 +72,17 @@ def _pipeline_config(
     t_max: int | None,
     oversize: str,
     no_ecse: bool,
+    scoring: str | None = None,
+    strategy: str | None = None,
+    pooled_z: float | None = None,
 ) -> PipelineConfig:
     """Index runs use the pipeline defaults; given chunks run only the phases asked for."""
     base = PipelineConfig() if from_index else PipelineConfig(expansion_window=1, n_min=None, theta_redundancy=None, t_max=None)
     return PipelineConfig(
-        k_init=k_init,
+        k_init=base.k_init if k_init is None else k_init,
+        scoring=base.scoring if scoring is None else scoring,
+        rationales=base.rationales if strategy is None else strategy,
+        pooled_z=base.pooled_z if pooled_z is None else pooled_z,
         use_ecse=not no_ecse,
         expansion_window=base.expansion_window if expansion_window is None else expansion_window,
         elbow_z_threshold=elbow_z,
@@ -94,13 +101,20 @@ def _pipeline_config(
               help="Local index folder to retrieve candidates from (kNN).")
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
-@click.option("--rationales", "rationale_files", multiple=True, help="File of rationales (tagged text or JSON list).")
+@click.option("--rationales", "rationale_files", multiple=True,
+              help="File of rationales (tagged text or JSON list); or 'auto' (the default without rationales and "
+                   "LLM: the question's parts and a second hop, written by rule) or 'query' (the question alone).")
 @click.option("--use-query-as-rationale", is_flag=True, help="Add the query to the given rationales.")
 @click.option("--expansion-window", type=click.IntRange(min=0), default=None,
               help="Neighbours added around selected chunks [1 with --chunks, 0 with --index].")
 @click.option("--elbow-z", type=float, default=1.0, show_default=True, help="z-score threshold of the pooled elbow.")
 @click.option("--no-ecse", is_flag=True, help="Skip ECSE selection (pure MeVe: verify every candidate).")
-@click.option("--k-init", type=click.IntRange(min=1), default=20, show_default=True, help="Candidates fetched by kNN.")
+@click.option("--k-init", type=click.IntRange(min=1), default=None, help="Candidates fetched from the index by kNN (and BM25) [50].")
+@click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default=None,
+              help="How chunks are scored: cosine + BM25 standardised and added (hybrid, the default), cosine "
+                   "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
+@click.option("--pooled-z", type=float, default=None,
+              help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
@@ -132,7 +146,9 @@ def select(
     expansion_window: int | None,
     elbow_z: float,
     no_ecse: bool,
-    k_init: int,
+    k_init: int | None,
+    scoring: str | None,
+    pooled_z: float | None,
     verification: str | None,
     tau: float | None,
     n_min: int | None,
@@ -164,7 +180,14 @@ def select(
     texts = document_texts(chunks) if chunks is not None else None
     if index_dir and not (query and query.strip()):
         raise InputError("--index needs a non-empty --query")
+    strategies = [f for f in rationale_files if f in RATIONALE_STRATEGIES]
+    if len(set(strategies)) > 1:
+        raise InputError("give one of --rationales auto or --rationales query, not both")
+    rationale_files = tuple(f for f in rationale_files if f not in RATIONALE_STRATEGIES)
+    strategy = strategies[0] if strategies else None
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
+    if strategy and (rationales or generate_rationales):
+        raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
     if generate_rationales and rationales:
         raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
     if generate_rationales and not (query and query.strip()):
@@ -180,6 +203,7 @@ def select(
     config = _pipeline_config(
         index_dir is not None, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z,
         verification=verification, tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
+        scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
     encoder = encoder_from_options(bundle, threads, precision)
     index = LocalIndex.load(index_dir, encoder=encoder) if index_dir else None

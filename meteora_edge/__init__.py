@@ -43,7 +43,7 @@ _LAZY = {
     "MeteoraSelector": "selection.ecse",
     "OnnxCrossEncoder": "models.onnx_cross_encoder",
     "OnnxEncoder": "models.onnx_encoder",
-    "PipelineConfig": "pipeline.engine",
+    "PipelineConfig": "pipeline.config",
     "PipelineResult": "pipeline.engine",
     "RankedDocument": "selection.reranker",
     "Rationale": "selection.rationales",
@@ -83,7 +83,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.ecse import MeteoraSelector
     from .models.onnx_cross_encoder import OnnxCrossEncoder
     from .models.onnx_encoder import OnnxEncoder
-    from .pipeline.engine import PipelineConfig
+    from .pipeline.config import PipelineConfig
     from .pipeline.engine import PipelineResult
     from .selection.reranker import RankedDocument
     from .selection.rationales import Rationale

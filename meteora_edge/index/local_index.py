@@ -28,7 +28,7 @@ from typing import Any
 
 import numpy as np
 
-from .bm25 import BM25Index, bm25_tokens
+from ..models.bm25 import BM25Index, bm25_tokens
 from ..models.bundle import sha256_file
 from .chunking import chunk_text
 from .corpus import SourceDocument

@@ -19,7 +19,7 @@ from pathlib import Path
 import numpy as np
 
 from ..errors import ConfigError, LocalIndexError
-from ..selection.stages import top_k_indices
+from .vectors import top_k_indices
 
 __all__ = ["BM25Index", "bm25_tokens"]
 
