@@ -50,6 +50,8 @@ class PipelineConfig:
         pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
         verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
         tau_relevance: threshold of the cross-encoder and cosine rungs.
+        verification_batch: chunks judged per prompt by a batch verifier (one with
+            ``verify_batch``, e.g. ``LlamaBatchVerifier``); a one-chunk verifier ignores it.
         n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
         theta_redundancy: cosine above which a lower-ranked chunk is a duplicate (None: keep all).
         t_max: token budget (None: unlimited).
@@ -68,6 +70,7 @@ class PipelineConfig:
     pooled_z: float = 2.0
     verification: str = "auto"
     tau_relevance: float = 0.4
+    verification_batch: int = 8
     n_min: int | None = 1
     theta_redundancy: float | None = 0.85
     t_max: int | None = 512
@@ -90,6 +93,7 @@ class PipelineConfig:
         if self.verification not in RUNGS:
             raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {self.verification!r}")
         _check_float("tau_relevance", self.tau_relevance, -1e6, 1e6)
+        _check_int("verification_batch", self.verification_batch, 1)
         _check_int("n_min", self.n_min, 0, optional=True)
         _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)
         _check_int("t_max", self.t_max, 1, optional=True)

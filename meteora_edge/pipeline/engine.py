@@ -349,7 +349,7 @@ class _Run:
         outcome = run_ladder(rung, query=self.query, texts=self.texts, order=positions, rationales=self.rationales,
                              tau=cfg.tau_relevance, query_vector=self.query_vector, vectors=self.vectors,
                              verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
-                             rationale_vectors=self.rationale_vectors)
+                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
         for position, passed, score in zip(positions, outcome.passed, outcome.scores):

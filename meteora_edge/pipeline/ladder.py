@@ -18,7 +18,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from ..selection.rationales import Rationale
 from ..selection.stages import cosine_matrix
-from ..selection.verification import Verdict, VerifierLike, verify_chunks
+from ..selection.verification import Verdict, VerifierLike, verify_chunks, verify_chunks_batched
 
 __all__ = ["CrossEncoder", "LadderOutcome", "choose_rung", "run_ladder", "RUNGS"]
 
@@ -67,16 +67,22 @@ def run_ladder(
     verifier: VerifierLike | None = None,
     cross_encoder: CrossEncoder | None = None,
     rationale_vectors: np.ndarray | None = None,
+    batch_size: int = 1,
 ) -> LadderOutcome:
     """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``.
 
-    ``rationale_vectors`` (one row per rationale) join the query for the cosine rung.
+    ``rationale_vectors`` (one row per rationale) join the query for the cosine rung. A
+    verifier with ``verify_batch`` judges ``batch_size`` chunks per call on the LLM rung;
+    any other verifier judges one chunk at a time.
     """
     if not order:
         return LadderOutcome(rung, [], [])
     if rung == "llm":
         assert verifier is not None
-        verdicts = verify_chunks(verifier, query, texts, order, rationales)
+        if hasattr(verifier, "verify_batch") and batch_size > 1:
+            verdicts = verify_chunks_batched(verifier, query, texts, order, rationales, batch_size=batch_size)  # type: ignore[arg-type]
+        else:
+            verdicts = verify_chunks(verifier, query, texts, order, rationales)
         return LadderOutcome(rung, [v.accepted for v in verdicts], [None] * len(order), verdicts)
     if rung == "cross-encoder":
         assert cross_encoder is not None
