@@ -23,7 +23,7 @@ from meteora_edge.evaluation import (
 from meteora_edge.fileio import write_text_atomic
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
-from .llm_options import llm_roles
+from .llm_options import all_llm_roles
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
 
@@ -38,11 +38,13 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @threads_option
 @precision_option
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
+@click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Rationales the GGUF model writes per question (llm methods).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
 @click.option("--per-question", is_flag=True, help="Include every question's selection in the JSON report.")
 def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: int | None, tokenizer: str | None,
-                 bundle: str | None, threads: int, precision: str, llm_threads: int, output: str | None,
+                 bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, output: str | None,
                  plot_file: str | None, per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
     questions = load_hotpot(data_file, level=level, limit=limit)
@@ -51,8 +53,8 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
     needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
-    generator, verifier = llm_roles(bundle, generate=needs_llm, verify=needs_llm, threads=llm_threads) if needs_llm else (None, None)
-    built = {s: build_method(s, encoder, generator=generator, verifier=verifier, token_counter=counter) for s in specs}
+    roles = all_llm_roles(bundle, threads=llm_threads, num_rationales=num_rationales) if needs_llm else None
+    built = {s: build_method(s, encoder, token_counter=counter, **({} if roles is None else roles.__dict__)) for s in specs}
     with click.progressbar(length=len(questions) * len(built), label="evaluating", file=sys.stderr) as bar:
         shown = 0
 

@@ -1,12 +1,26 @@
-"""Building the GGUF rationale generator and verifier from a bundle, for the commands that need them."""
+"""Building the GGUF model's roles (rationales, verdicts, relevance scores) from a bundle, for the commands that need them."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from meteora_edge.errors import InputError
 
-_HOW = "add one with 'meteora-edge export llm --gguf FILE --out BUNDLE'"
+_HOW = "add one with 'meteora-edge models install NAME --bundle BUNDLE' or 'meteora-edge export llm --gguf FILE --out BUNDLE'"
+
+
+def _load_model(bundle: str | None, *, role: str, threads: int, context_size: int | None) -> Any:
+    if bundle is None:
+        raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
+    from meteora_edge.models.bundle import MANIFEST_NAME, Bundle
+
+    if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
+        raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
+    from meteora_edge.models.llm_model import LocalLLM
+
+    return LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)
 
 
 def llm_roles(
@@ -24,18 +38,11 @@ def llm_roles(
     """
     if not (generate or verify):
         return None, None
-    if bundle is None:
-        role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
-        raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
-    from meteora_edge.models.bundle import MANIFEST_NAME, Bundle
-
-    if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
-        raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
+    role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
+    model = _load_model(bundle, role=role, threads=threads, context_size=context_size)
     from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
-    from meteora_edge.models.llm_model import LocalLLM
     from meteora_edge.selection.llm_verifier import LlamaVerifier
 
-    model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)
     generator = (
         LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
         if generate
@@ -43,3 +50,31 @@ def llm_roles(
     )
     verifier = LlamaVerifier(model) if verify else None
     return generator, verifier
+
+
+@dataclass(frozen=True)
+class LLMRoles:
+    """Every role of one loaded GGUF model (what ``eval``'s ``llm`` methods may use)."""
+
+    generator: Any
+    verifier: Any
+    batch_verifier: Any
+    scorer: Any
+
+
+def all_llm_roles(bundle: str | None, *, threads: int = 1, context_size: int | None = None,
+                  num_rationales: int = 3) -> LLMRoles:
+    """Load the bundle's GGUF model once and give it every role."""
+    model = _load_model(bundle, role="methods with 'llm' in their name need a GGUF model", threads=threads,
+                        context_size=context_size)
+    from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
+    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
+    from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
+    from meteora_edge.selection.llm_verifier import LlamaVerifier
+
+    return LLMRoles(
+        generator=LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales),
+        verifier=LlamaVerifier(model),
+        batch_verifier=LlamaBatchVerifier(model),
+        scorer=LlamaRelevanceScorer(model),
+    )
