@@ -23,7 +23,7 @@ from .encoder_option import (
     precision_option,
     threads_option,
 )
-from .llm_options import llm_roles
+from .llm_options import llm_roles, llm_scorer
 from .output import emit_json
 
 
@@ -75,6 +75,7 @@ def _pipeline_config(
     scoring: str | None = None,
     strategy: str | None = None,
     pooled_z: float | None = None,
+    verification_batch: int = 1,
 ) -> PipelineConfig:
     """Index runs use the pipeline defaults; given chunks run only the phases asked for."""
     base = PipelineConfig() if from_index else PipelineConfig(expansion_window=1, n_min=None, theta_redundancy=None, t_max=None)
@@ -92,6 +93,7 @@ def _pipeline_config(
         theta_redundancy=base.theta_redundancy if theta is None else theta,
         t_max=base.t_max if t_max is None else t_max,
         oversize=oversize,
+        verification_batch=verification_batch,
     )
 
 
@@ -103,7 +105,8 @@ def _pipeline_config(
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
 @click.option("--rationales", "rationale_files", multiple=True,
               help="File of rationales (tagged text or JSON list); or 'auto' (the default without rationales and "
-                   "LLM: the question's parts and a second hop, written by rule) or 'query' (the question alone).")
+                   "LLM: the question's parts and a second hop, written by rule), 'query' (the question alone) or "
+                   "'llm+auto' (with --generate-rationales: the model's rationales join the rule-written ones).")
 @click.option("--use-query-as-rationale", is_flag=True, help="Add the query to the given rationales.")
 @click.option("--expansion-window", type=click.IntRange(min=0), default=None,
               help="Neighbours added around selected chunks [1 with --chunks, 0 with --index].")
@@ -131,6 +134,10 @@ def _pipeline_config(
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
+@click.option("--verify-batch", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Chunks the GGUF verifier judges per prompt (1: one at a time, as METEORA).")
+@click.option("--llm-rerank", is_flag=True,
+              help="Let the bundle's GGUF model score ECSE's best 8 candidates and re-cut them with ECSE's scores.")
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="CPU threads of the GGUF model.")
 @click.option("--context-size", type=click.IntRange(min=256), default=None, help="Context of the GGUF model [the bundle's].")
 @click.option("--json/--table", "as_json", default=True, help="JSON result (default) or a readable trace table.")
@@ -162,6 +169,8 @@ def select(
     generate_rationales: bool,
     num_rationales: int,
     llm_verify: bool,
+    verify_batch: int,
+    llm_rerank: bool,
     llm_threads: int,
     context_size: int | None,
     as_json: bool,
@@ -182,11 +191,11 @@ def select(
         raise InputError("--index needs a non-empty --query")
     strategies = [f for f in rationale_files if f in RATIONALE_STRATEGIES]
     if len(set(strategies)) > 1:
-        raise InputError("give one of --rationales auto or --rationales query, not both")
+        raise InputError("give one of --rationales auto, query or llm+auto, not several")
     rationale_files = tuple(f for f in rationale_files if f not in RATIONALE_STRATEGIES)
     strategy = strategies[0] if strategies else None
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
-    if strategy and (rationales or generate_rationales):
+    if strategy and (rationales or (generate_rationales and strategy != "llm+auto")):
         raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
     if generate_rationales and rationales:
         raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
@@ -198,19 +207,21 @@ def select(
     verification = "llm" if llm_verify else verification
     rationale_generator, verifier = llm_roles(
         bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads,
-        context_size=context_size, num_rationales=num_rationales,
+        context_size=context_size, num_rationales=num_rationales, batch=verify_batch,
     )
+    scorer = llm_scorer(bundle, shared=rationale_generator or verifier, threads=llm_threads,
+                        context_size=context_size) if llm_rerank else None
     config = _pipeline_config(
         index_dir is not None, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z,
         verification=verification, tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
-        scoring=scoring, strategy=strategy, pooled_z=pooled_z,
+        scoring=scoring, strategy=strategy, pooled_z=pooled_z, verification_batch=verify_batch,
     )
     encoder = encoder_from_options(bundle, threads, precision)
     index = LocalIndex.load(index_dir, encoder=encoder) if index_dir else None
     pipeline = EvidencePipeline(
         config, encoder=encoder, index=index, rationale_generator=rationale_generator, verifier=verifier,
         cross_encoder=cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None,
-        token_counter=load_token_counter(tokenizer),
+        token_counter=load_token_counter(tokenizer), relevance_scorer=scorer,
     )
     result = pipeline.run(query or rationales[0].text, passages=texts, rationales=rationales or None)
     if not as_json:

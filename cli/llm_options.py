@@ -31,15 +31,18 @@ def llm_roles(
     threads: int = 1,
     context_size: int | None = None,
     num_rationales: int = 3,
+    batch: int = 1,
 ):
     """(generator, verifier) from the bundle's llm component; None for a role not asked for.
 
-    One model is loaded and shared by both roles.
+    One model is loaded and shared by both roles. With ``batch`` > 1 the verifier judges
+    several chunks per prompt (``LlamaBatchVerifier``), else one (METEORA's ``LlamaVerifier``).
     """
     if not (generate or verify):
         return None, None
     role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
     model = _load_model(bundle, role=role, threads=threads, context_size=context_size)
+    from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
     from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
     from meteora_edge.selection.llm_verifier import LlamaVerifier
 
@@ -48,8 +51,18 @@ def llm_roles(
         if generate
         else None
     )
-    verifier = LlamaVerifier(model) if verify else None
+    verifier = (LlamaBatchVerifier(model) if batch > 1 else LlamaVerifier(model)) if verify else None
     return generator, verifier
+
+
+def llm_scorer(bundle: str | None, *, shared: Any = None, threads: int = 1, context_size: int | None = None) -> Any:
+    """The relevance scorer of the LLM rerank, on the model of ``shared`` (a generator or verifier) when given."""
+    from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
+
+    model = getattr(shared, "model", None)
+    if model is None:
+        model = _load_model(bundle, role="--llm-rerank needs a GGUF model", threads=threads, context_size=context_size)
+    return LlamaRelevanceScorer(model)
 
 
 @dataclass(frozen=True)
