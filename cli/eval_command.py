@@ -14,6 +14,7 @@ from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.evaluation import (
     LLM_METHODS,
     CachedEncoder,
+    SharedLLMRoles,
     build_method,
     evaluate,
     load_hotpot,
@@ -40,11 +41,13 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Rationales the GGUF model writes per question (llm methods).")
+@click.option("--rationale-prompt", type=click.Choice(["hops", "meteora"]), default="hops", show_default=True,
+              help="The GGUF model's rationale prompt: one rationale per hop, or METEORA's general few-shot prompt.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
 @click.option("--per-question", is_flag=True, help="Include every question's selection in the JSON report.")
 def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: int | None, tokenizer: str | None,
-                 bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, output: str | None,
+                 bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, rationale_prompt: str, output: str | None,
                  plot_file: str | None, per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
     questions = load_hotpot(data_file, level=level, limit=limit)
@@ -53,8 +56,11 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
     needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
-    roles = all_llm_roles(bundle, threads=llm_threads, num_rationales=num_rationales) if needs_llm else None
-    built = {s: build_method(s, encoder, token_counter=counter, **({} if roles is None else roles.__dict__)) for s in specs}
+    roles = None
+    if needs_llm:
+        loaded = all_llm_roles(bundle, threads=llm_threads, num_rationales=num_rationales, prompt=rationale_prompt)
+        roles = SharedLLMRoles(**loaded.__dict__)
+    built = {s: build_method(s, encoder, token_counter=counter, **({} if roles is None else roles.as_kwargs())) for s in specs}
     with click.progressbar(length=len(questions) * len(built), label="evaluating", file=sys.stderr) as bar:
         shown = 0
 
@@ -72,6 +78,9 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     click.echo(report_table(reports, skipped_yes_no=yes_no))
     click.echo(f"(latencies exclude embedding the question and its candidates: {embed_ms:.1f} ms per question, "
                f"done once for all methods with {encoder.identity})")
+    if needs_llm:
+        click.echo("(the GGUF model's rationales and relevance scores are computed once per question and shared: "
+                   "the first method that asks for them carries their time)")
     meta = {
         "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
         "encoder": encoder.identity, "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, "meteora_edge": __version__,

@@ -76,8 +76,8 @@ class LLMRoles:
 
 
 def all_llm_roles(bundle: str | None, *, threads: int = 1, context_size: int | None = None,
-                  num_rationales: int = 3) -> LLMRoles:
-    """Load the bundle's GGUF model once and give it every role."""
+                  num_rationales: int = 3, prompt: str = "hops") -> LLMRoles:
+    """Load the bundle's GGUF model once and give it every role (``prompt``: ``hops`` or ``meteora`` rationales)."""
     model = _load_model(bundle, role="methods with 'llm' in their name need a GGUF model", threads=threads,
                         context_size=context_size)
     from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
@@ -85,8 +85,12 @@ def all_llm_roles(bundle: str | None, *, threads: int = 1, context_size: int | N
     from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
     from meteora_edge.selection.llm_verifier import LlamaVerifier
 
+    from meteora_edge.selection.llm_hops import HopRationaleGenerator
+
+    generator = (HopRationaleGenerator(model, num_rationales=num_rationales) if prompt == "hops" else
+                 LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales))
     return LLMRoles(
-        generator=LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales),
+        generator=generator,
         verifier=LlamaVerifier(model),
         batch_verifier=LlamaBatchVerifier(model),
         scorer=LlamaRelevanceScorer(model),

@@ -40,7 +40,8 @@ from .pipeline.config import PipelineConfig
 from .pipeline.engine import EvidencePipeline
 from .selection.stages import cosine_matrix, fuse_scores, top_k_indices
 
-__all__ = ["EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
+__all__ = ["EvalQuestion", "CachedEncoder", "SharedLLMRoles", "load_hotpot", "build_method", "evaluate", "MethodReport",
+           "LLM_METHODS"]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify", "pipeline-llm")
 _YES_NO = {"yes", "no"}
@@ -302,6 +303,54 @@ class MethodReport:
         if with_questions:
             out["per_question"] = self.per_question
         return out
+
+
+class SharedLLMRoles:
+    """The GGUF model's roles for an evaluation, each answer computed once per input.
+
+    Methods compared on one question ask the model the same things (the rationales for the
+    question, the relevance of a passage); remembering the answers makes each cost once.
+    The first method that asks pays for it, so its latency includes the model's time and
+    later methods' latencies do not (``eval`` prints a note).
+
+    Args:
+        generator, verifier, batch_verifier, scorer: the roles (any may be None).
+    """
+
+    def __init__(self, *, generator: object | None = None, verifier: object | None = None,
+                 batch_verifier: object | None = None, scorer: object | None = None) -> None:
+        self.verifier, self.batch_verifier = verifier, batch_verifier
+        self.generator = None if generator is None else _Memo(generator, "generate")
+        self.scorer = None if scorer is None else _ScoreMemo(scorer)
+
+    def as_kwargs(self) -> dict[str, object | None]:
+        return {"generator": self.generator, "verifier": self.verifier, "batch_verifier": self.batch_verifier,
+                "scorer": self.scorer}
+
+
+class _Memo:
+    def __init__(self, inner: object, method: str) -> None:
+        self.inner, self.method, self._memo = inner, method, {}  # type: dict[str, object]
+
+    def __call__(self, query: str) -> object:
+        if query not in self._memo:
+            call = getattr(self.inner, self.method, None) or self.inner
+            self._memo[query] = call(query)  # type: ignore[operator]
+        return self._memo[query]
+
+    generate = __call__
+
+
+class _ScoreMemo:
+    def __init__(self, inner: object) -> None:
+        self.inner, self._memo = inner, {}  # type: dict[tuple[str, str], float]
+
+    def score(self, query: str, passages: list[str]) -> np.ndarray:
+        missing = [p for p in dict.fromkeys(passages) if (query, p) not in self._memo]
+        if missing:
+            for passage, value in zip(missing, self.inner.score(query, missing)):  # type: ignore[attr-defined]
+                self._memo[(query, passage)] = float(value)
+        return np.asarray([self._memo[(query, p)] for p in passages], dtype=np.float64)
 
 
 class CachedEncoder:

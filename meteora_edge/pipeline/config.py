@@ -76,7 +76,7 @@ class PipelineConfig:
     pooled_cut: str = "auto"
     pooled_z: float = 2.0
     llm_pool: int | None = 8
-    llm_weight: float = 1.0
+    llm_weight: float = 1.5
     llm_z: float = 0.5
     verification: str = "auto"
     tau_relevance: float = 0.4

@@ -103,6 +103,11 @@ class LlamaRationaleGenerator:
         ConfigError: missing or malformed shots, an option out of range.
     """
 
+    #: the system instructions (``{domain}``, ``{n}`` and ``{flag}`` are filled in); subclasses
+    #: such as :class:`~meteora_edge.selection.llm_hops.HopRationaleGenerator` change them.
+    system_template = _SYSTEM
+    flag_template = _FLAG
+
     def __init__(
         self,
         model: LocalLLM | str | os.PathLike[str],
@@ -145,10 +150,10 @@ class LlamaRationaleGenerator:
 
     def messages(self, query: str) -> list[ChatMessage]:
         """The few-shot chat: instructions, each shot as a user/assistant pair, then the query."""
-        system = _SYSTEM.format(
+        system = self.system_template.format(
             domain=f" in {self.domain}" if self.domain else "",
             n=self.num_rationales,
-            flag=_FLAG if self.include_flag_instructions else "",
+            flag=self.flag_template if self.include_flag_instructions else "",
         )
         turns = [ChatMessage("system", (system,))]
         for shot_query, rationales in self.shots:
