@@ -32,8 +32,11 @@ _LAZY = {
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
+    "HopRationaleGenerator": "selection.llm_hops",
     "InMemoryIndex": "index.memory_index",
+    "LlamaBatchVerifier": "selection.llm_batch_verifier",
     "LlamaRationaleGenerator": "selection.llm_generator",
+    "LlamaRelevanceScorer": "selection.llm_scorer",
     "LlamaVerifier": "selection.llm_verifier",
     "LocalIndex": "index.local_index",
     "LocalLLM": "models.llm_model",
@@ -72,8 +75,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
+    from .selection.llm_hops import HopRationaleGenerator
     from .index.memory_index import InMemoryIndex
+    from .selection.llm_batch_verifier import LlamaBatchVerifier
     from .selection.llm_generator import LlamaRationaleGenerator
+    from .selection.llm_scorer import LlamaRelevanceScorer
     from .selection.llm_verifier import LlamaVerifier
     from .index.local_index import LocalIndex
     from .models.llm_model import LocalLLM
@@ -130,9 +136,12 @@ __all__ = [
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",
+    "HopRationaleGenerator",
     "InMemoryIndex",
     "InputError",
+    "LlamaBatchVerifier",
     "LlamaRationaleGenerator",
+    "LlamaRelevanceScorer",
     "LlamaVerifier",
     "LocalIndex",
     "LocalIndexError",
