@@ -133,6 +133,8 @@ def _pipeline_config(
 @precision_option
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
+@click.option("--rationale-prompt", type=click.Choice(["hops", "meteora"]), default="hops", show_default=True,
+              help="Generated rationales: one per hop of the question, or METEORA's general few-shot prompt.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
 @click.option("--verify-batch", type=click.IntRange(1, 64), default=1, show_default=True,
               help="Chunks the GGUF verifier judges per prompt (1: one at a time, as METEORA).")
@@ -168,6 +170,7 @@ def select(
     precision: str,
     generate_rationales: bool,
     num_rationales: int,
+    rationale_prompt: str,
     llm_verify: bool,
     verify_batch: int,
     llm_rerank: bool,
@@ -207,7 +210,7 @@ def select(
     verification = "llm" if llm_verify else verification
     rationale_generator, verifier = llm_roles(
         bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads,
-        context_size=context_size, num_rationales=num_rationales, batch=verify_batch,
+        context_size=context_size, num_rationales=num_rationales, batch=verify_batch, prompt=rationale_prompt,
     )
     scorer = llm_scorer(bundle, shared=rationale_generator or verifier, threads=llm_threads,
                         context_size=context_size) if llm_rerank else None

@@ -32,27 +32,33 @@ def llm_roles(
     context_size: int | None = None,
     num_rationales: int = 3,
     batch: int = 1,
+    prompt: str = "hops",
 ):
     """(generator, verifier) from the bundle's llm component; None for a role not asked for.
 
     One model is loaded and shared by both roles. With ``batch`` > 1 the verifier judges
     several chunks per prompt (``LlamaBatchVerifier``), else one (METEORA's ``LlamaVerifier``).
+    ``prompt`` picks the rationale prompt: ``hops`` (one rationale per hop) or ``meteora``.
     """
     if not (generate or verify):
         return None, None
     role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
     model = _load_model(bundle, role=role, threads=threads, context_size=context_size)
     from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
-    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
     from meteora_edge.selection.llm_verifier import LlamaVerifier
 
-    generator = (
-        LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
-        if generate
-        else None
-    )
+    generator = _generator(model, prompt, num_rationales) if generate else None
     verifier = (LlamaBatchVerifier(model) if batch > 1 else LlamaVerifier(model)) if verify else None
     return generator, verifier
+
+
+def _generator(model: Any, prompt: str, num_rationales: int) -> Any:
+    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
+    from meteora_edge.selection.llm_hops import HopRationaleGenerator
+
+    if prompt == "hops":
+        return HopRationaleGenerator(model, num_rationales=num_rationales)
+    return LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
 
 
 def llm_scorer(bundle: str | None, *, shared: Any = None, threads: int = 1, context_size: int | None = None) -> Any:
@@ -81,16 +87,11 @@ def all_llm_roles(bundle: str | None, *, threads: int = 1, context_size: int | N
     model = _load_model(bundle, role="methods with 'llm' in their name need a GGUF model", threads=threads,
                         context_size=context_size)
     from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
-    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
     from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
     from meteora_edge.selection.llm_verifier import LlamaVerifier
 
-    from meteora_edge.selection.llm_hops import HopRationaleGenerator
-
-    generator = (HopRationaleGenerator(model, num_rationales=num_rationales) if prompt == "hops" else
-                 LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales))
     return LLMRoles(
-        generator=generator,
+        generator=_generator(model, prompt, num_rationales),
         verifier=LlamaVerifier(model),
         batch_verifier=LlamaBatchVerifier(model),
         scorer=LlamaRelevanceScorer(model),

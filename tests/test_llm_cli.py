@@ -135,7 +135,7 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1, prompt="hops"):
         seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
         return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
                                         num_rationales=num_rationales) if generate else None,
@@ -214,7 +214,7 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1, prompt="hops"):
         seen["batch"] = batch
         return None, LlamaBatchVerifier(llm) if verify else None
 
