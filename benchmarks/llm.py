@@ -55,6 +55,7 @@ def measure(path: Path, threads: int, context_size: int, repeats: int, n_chunks:
     from meteora_edge.models.llm_model import ChatMessage
     from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
     from meteora_edge.selection.llm_generator import load_sample_shots
+    from meteora_edge.selection.llm_hops import HopRationaleGenerator
     from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
     from meteora_edge.selection.verification import VerificationRequest
 
@@ -76,15 +77,18 @@ def measure(path: Path, threads: int, context_size: int, repeats: int, n_chunks:
         gen_rates.append(max(done.completion_tokens - 1, 1) / done.seconds)
     row["prompt_tok_s"], row["gen_tok_s"] = statistics.median(prompt_rates), statistics.median(gen_rates)
 
-    generator = LlamaRationaleGenerator(llm, sample_shots=load_sample_shots(), num_rationales=3)
-    seconds, tokens = [], []
-    for _ in range(repeats):
-        llm.complete([0], max_tokens=1, reuse_prefix=False)  # forget the cached prompt
-        started = time.perf_counter()
-        parsed = generator.generate(QUERY)
-        seconds.append(time.perf_counter() - started)
-        tokens.append(generator.last_completion.completion_tokens)
-    row["rationales_ms"], row["rationale_tokens"], row["rationales_parsed"] = ms(seconds), statistics.median(tokens), len(parsed)
+    generators = {"meteora": LlamaRationaleGenerator(llm, sample_shots=load_sample_shots(), num_rationales=3),
+                  "hops": HopRationaleGenerator(llm, num_rationales=3)}
+    for name, generator in generators.items():
+        seconds, tokens = [], []
+        for _ in range(repeats):
+            llm.complete([0], max_tokens=1, reuse_prefix=False)  # forget the cached prompt
+            started = time.perf_counter()
+            parsed = generator.generate(QUERY)
+            seconds.append(time.perf_counter() - started)
+            tokens.append(generator.last_completion.completion_tokens)
+        row[f"rationales_{name}_ms"], row[f"rationale_{name}_tokens"] = ms(seconds), statistics.median(tokens)
+        row[f"rationales_{name}_parsed"] = len(parsed)
 
     chunks = document_texts(json.loads((ROOT / "examples" / "contract_clauses.json").read_text())["chunks"])[:n_chunks]
     given = tuple(parse_rationales((ROOT / "examples" / "contract_rationales.txt").read_text()))
@@ -153,7 +157,10 @@ def main() -> None:
     measures = [
         ("size", "size_mb", "{:.0f} MB"), ("model load", "load_ms", "{:.0f} ms"),
         ("prompt evaluation", "prompt_tok_s", "{:.0f} tok/s"), ("generation (free text)", "gen_tok_s", "{:.1f} tok/s"),
-        ("rationales (3, cold prompt)", "rationales_ms", "{:.0f} ms"), ("  generated tokens", "rationale_tokens", "{:.0f}"),
+        ("rationales, METEORA prompt (cold)", "rationales_meteora_ms", "{:.0f} ms"),
+        ("  generated tokens", "rationale_meteora_tokens", "{:.0f}"),
+        ("rationales, hops prompt (cold)", "rationales_hops_ms", "{:.0f} ms"),
+        ("  generated tokens", "rationale_hops_tokens", "{:.0f}"),
         ("verify 1 chunk/prompt, no reuse", "verify_cold_ms", "{:.0f} ms"),
         ("verify 1 chunk/prompt, prefix reuse", "verify_reuse_ms", "{:.0f} ms"),
         ("verify batched, per chunk (amortised)", "verify_batch_ms", "{:.0f} ms"),

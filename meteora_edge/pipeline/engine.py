@@ -280,8 +280,9 @@ class _Run:
         generator = pipe.rationale_generator
         combine = rationales is None and generator is not None and cfg.rationales == "llm+auto"
         auto = rationales is None and (combine or (generator is None and cfg.rationales in ("auto", "llm+auto")))
-        if combine:
-            chosen, origin = resolve_rationales(self.query, None, generator, fallback_to_query=False)[0], "llm+auto"
+        if combine:  # the model's rationales join the rule-written ones; none written leaves the rule's alone
+            chosen, source = resolve_rationales(self.query, None, generator, fallback_to_query=True)
+            chosen, origin = (chosen if source == "generated" else []), "llm+auto"
         elif auto:
             chosen, origin = [], "auto"
         else:

@@ -55,3 +55,13 @@ def test_llm_and_rule_written_rationales_join_in_ecse():
     only = EvidencePipeline(PipelineConfig(verification="none"), encoder=HashingEncoder(),
                             rationale_generator=generator).run(question, passages=passages)
     assert only.trace.phase("selection").details["rationale_source"] == "generated"  # "auto" keeps the old rule
+
+
+def test_llm_and_auto_without_any_generated_rationale_keeps_the_rule_written_ones():
+    generator = HopRationaleGenerator(LocalLLM(FakeLlama(["I cannot help with that."])))
+    result = EvidencePipeline(PipelineConfig(rationales="llm+auto", verification="none"), encoder=HashingEncoder(),
+                              rationale_generator=generator).run("Who founded Acme Corp?", passages=[
+                                  "Acme Corp was founded by Jane Roe.", "Fees are payable monthly."])
+    selection = result.trace.phase("selection").details
+    assert selection["rationale_source"] == "llm+auto" and [r["label"] for r in selection["rationales"]][0] == "question"
+    assert result.passages[0].startswith("Acme Corp")
