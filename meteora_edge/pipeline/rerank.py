@@ -39,8 +39,9 @@ def rerank_pool(scores: Sequence[float], *, selected: Sequence[int], pool: int) 
     """
     values = np.asarray(scores, dtype=np.float64)
     order = [int(j) for j in np.lexsort((np.arange(len(values)), -values))]
-    chosen = [j for j in order if j in set(selected)]
-    rest = [j for j in order if j not in set(chosen)]
+    wanted = {int(j) for j in selected}
+    chosen = [j for j in order if j in wanted]
+    rest = [j for j in order if j not in wanted]
     return chosen + rest[: max(0, pool - len(chosen))]
 
 
