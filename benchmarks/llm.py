@@ -55,7 +55,7 @@ def measure(path: Path, threads: int, context_size: int, repeats: int, n_chunks:
     from meteora_edge.models.llm_model import ChatMessage
     from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
     from meteora_edge.selection.llm_generator import load_sample_shots
-    from meteora_edge.selection.llm_hops import HopRationaleGenerator
+    from meteora_edge.selection.llm_hops import HopRationaleGenerator, load_hop_shots
     from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
     from meteora_edge.selection.verification import VerificationRequest
 
@@ -78,7 +78,7 @@ def measure(path: Path, threads: int, context_size: int, repeats: int, n_chunks:
     row["prompt_tok_s"], row["gen_tok_s"] = statistics.median(prompt_rates), statistics.median(gen_rates)
 
     generators = {"meteora": LlamaRationaleGenerator(llm, sample_shots=load_sample_shots(), num_rationales=3),
-                  "hops": HopRationaleGenerator(llm, num_rationales=3)}
+                  "hops": HopRationaleGenerator(llm, sample_shots=load_hop_shots(), num_rationales=3)}
     for name, generator in generators.items():
         seconds, tokens = [], []
         for _ in range(repeats):

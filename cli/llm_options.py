@@ -54,10 +54,10 @@ def llm_roles(
 
 def _generator(model: Any, prompt: str, num_rationales: int) -> Any:
     from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
-    from meteora_edge.selection.llm_hops import HopRationaleGenerator
+    from meteora_edge.selection.llm_hops import HopRationaleGenerator, load_hop_shots
 
     if prompt == "hops":
-        return HopRationaleGenerator(model, num_rationales=num_rationales)
+        return HopRationaleGenerator(model, sample_shots=load_hop_shots(), num_rationales=num_rationales)
     return LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
 
 

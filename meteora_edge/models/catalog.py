@@ -22,7 +22,6 @@ from __future__ import annotations
 import hashlib
 import importlib
 import importlib.util
-import json
 import logging
 import os
 import subprocess
@@ -30,11 +29,11 @@ import sys
 import tempfile
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
 from ..errors import InputError, ModelError
+from ..fileio import read_json_source
 
 __all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "load_catalog", "find_entry",
            "locate_part", "fetch_weights"]
@@ -141,16 +140,7 @@ def load_catalog(path: str | os.PathLike[str] | None = None) -> list[CatalogEntr
     Raises:
         InputError: the file is missing, not JSON, of another format or version, or an entry is malformed.
     """
-    if path is None:
-        text, where = resources.files("meteora_edge").joinpath("data/catalog.json").read_text(encoding="utf-8"), "the shipped catalog"
-    else:
-        from ..fileio import read_text_file
-
-        text, where = read_text_file(path), str(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data, where = read_json_source(path, shipped="data/catalog.json", what="catalog")
     if not isinstance(data, dict) or data.get("format") != CATALOG_FORMAT:
         raise InputError(f"{where} is not a meteora-edge model catalog (format {CATALOG_FORMAT!r})")
     if data.get("format_version") != CATALOG_FORMAT_VERSION:

@@ -34,7 +34,7 @@ from typing import Any
 
 from ..errors import ConfigError, MissingExtraError
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, ChatMessage, LocalLLM, as_local_llm
-from .llm_verifier import FLAG_TYPES
+from .llm_verifier import FLAG_TYPES, evidence_block
 from .rationales import format_rationales
 from .verification import CONTEXT_OVERFLOW, VerificationRequest
 
@@ -79,11 +79,11 @@ class LlamaBatchVerifier:
     time, ``verify``).
 
     Args:
-        model: a :class:`LocalLLM` (shared with a generator) or the path of a ``.gguf`` file.
+        model: a :class:`LocalLLM` (shared with a generator; load it with the threads and
+            context you want) or the path of a ``.gguf`` file (loaded with the defaults).
         domain: optional subject named in the system prompt.
         evidence_tokens: budget of accepted evidence shown in the prompt (earliest first).
         flag_types: the reasons a flagged chunk may be given (the model picks one).
-        threads, context_size, seed, chat_format: used when ``model`` is a path.
 
     Raises:
         ConfigError: an option out of range.
@@ -97,17 +97,13 @@ class LlamaBatchVerifier:
         domain: str | None = None,
         evidence_tokens: int = 512,
         flag_types: Sequence[str] = FLAG_TYPES,
-        threads: int = 1,
-        context_size: int = DEFAULT_CONTEXT_SIZE,
-        seed: int = 0,
-        chat_format: str | None = None,
     ) -> None:
         if not isinstance(evidence_tokens, int) or isinstance(evidence_tokens, bool) or evidence_tokens < 0:
             raise ConfigError(f"evidence_tokens must be a non-negative integer, got {evidence_tokens!r}")
         types = list(flag_types)
         if not types or not all(isinstance(t, str) and t.isidentifier() for t in types) or len(set(types)) != len(types):
             raise ConfigError(f"flag_types must be distinct identifiers, got {flag_types!r}")
-        self.model = as_local_llm(model, threads=threads, context_size=context_size, seed=seed, chat_format=chat_format)
+        self.model = as_local_llm(model, threads=1, context_size=DEFAULT_CONTEXT_SIZE, seed=0, chat_format=None)
         self.domain = domain
         self.evidence_tokens = evidence_tokens
         self.flag_types = tuple(types)
@@ -122,18 +118,8 @@ class LlamaBatchVerifier:
         first = requests[0]
         fixed = _INSTRUCTIONS.format(query=" ".join(first.query.split()),
                                      rationales=format_rationales(first.rationales) or "(none)")
-        shown, budget = [], self.evidence_tokens
-        for number, evidence in enumerate(first.accepted_evidence, start=1):
-            item = f"[E{number}] {' '.join(evidence.split())}\n"
-            cost = len(self.model.tokenize(item))
-            if cost > budget:
-                break
-            shown.append(item)
-            budget -= cost
-        hidden = len(first.accepted_evidence) - len(shown)
-        tail = "(none)\n" if not first.accepted_evidence else ""
-        if hidden:
-            tail += f"({hidden} more accepted passage(s) not shown)\n"
+        shown, tail = evidence_block(first.accepted_evidence, self.evidence_tokens,
+                                     lambda text: len(self.model.tokenize(text)), label="E")
         tail += "\nPassages to judge:\n"
         passages = [f"[{r.chunk_index}] {' '.join(r.chunk.split())}\n" for r in requests]
         ids = ", ".join(str(r.chunk_index) for r in requests)

@@ -14,11 +14,9 @@ Example:
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 from collections.abc import Mapping, Sequence
-from importlib import resources
 from typing import Any
 
 from ..errors import ConfigError, InputError
@@ -39,23 +37,18 @@ _FLAG = " Flag Instructions: when a passage must be rejected"
 _CHAT_STOPS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
-def load_sample_shots(path: str | os.PathLike[str] | None = None) -> list[dict[str, Any]]:
+def load_sample_shots(path: str | os.PathLike[str] | None = None, *, shipped: str = "data/rationale_shots.json") -> list[dict[str, Any]]:
     """Read sample shots from a JSON file (a list, or ``{"shots": [...]}``); the shipped defaults when ``path`` is None.
+
+    Args:
+        path: a shots file, or None for the shipped file ``shipped`` (a path inside the package).
 
     Raises:
         InputError: the file is missing, malformed or holds no shots.
     """
-    if path is None:
-        text = resources.files("meteora_edge").joinpath("data/rationale_shots.json").read_text(encoding="utf-8")
-        where = "the shipped sample shots"
-    else:
-        from ..fileio import read_text_file
+    from ..fileio import read_json_source
 
-        text, where = read_text_file(path), str(path)
-    try:
-        data = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno}") from None
+    data, where = read_json_source(path, shipped=shipped, what="sample shots")
     shots = data.get("shots") if isinstance(data, dict) else data
     if not isinstance(shots, list):
         raise InputError(f"{where} must hold a list of shots or {{\"shots\": [...]}}")
@@ -95,7 +88,8 @@ class LlamaRationaleGenerator:
         domain: optional subject named in the prompt (e.g. ``"contract law"``).
         num_rationales: how many rationales to ask for (the result has at most this many).
         include_flag_instructions: ask for (and show) ``Flag Instructions``.
-        max_new_tokens: answer budget; default ``80 * num_rationales + 16``.
+        max_new_tokens: answer budget; default ``tokens_per_rationale * num_rationales + 16``
+            (80 per rationale here).
         temperature: 0 is greedy (deterministic).
         seed, threads, context_size, chat_format: used when ``model`` is a path.
 
@@ -107,6 +101,7 @@ class LlamaRationaleGenerator:
     #: such as :class:`~meteora_edge.selection.llm_hops.HopRationaleGenerator` change them.
     system_template = _SYSTEM
     flag_template = _FLAG
+    tokens_per_rationale = 80
 
     def __init__(
         self,
@@ -133,7 +128,7 @@ class LlamaRationaleGenerator:
         self.domain = domain
         self.num_rationales = num_rationales
         self.include_flag_instructions = include_flag_instructions
-        self.max_new_tokens = max_new_tokens or 80 * num_rationales + 16
+        self.max_new_tokens = max_new_tokens or self.tokens_per_rationale * num_rationales + 16
         self.temperature = float(temperature)
         self.model = as_local_llm(model, threads=threads, context_size=context_size, seed=seed, chat_format=chat_format)
         self.last_completion: Completion | None = None

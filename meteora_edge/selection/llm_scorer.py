@@ -44,10 +44,10 @@ class LlamaRelevanceScorer:
     """Score passages for a question with a local GGUF model (see the module doc).
 
     Args:
-        model: a :class:`LocalLLM` (shared with a generator or verifier) or the path of a ``.gguf`` file.
+        model: a :class:`LocalLLM` (shared with a generator or verifier; load it with the
+            threads and context you want) or the path of a ``.gguf`` file (loaded with the defaults).
         domain: optional subject named in the system prompt.
         max_passage_chars: a longer passage is cut to this many characters before it is judged.
-        threads, context_size, seed, chat_format: used when ``model`` is a path.
 
     Raises:
         ConfigError: an option out of range.
@@ -59,14 +59,10 @@ class LlamaRelevanceScorer:
         *,
         domain: str | None = None,
         max_passage_chars: int = 2000,
-        threads: int = 1,
-        context_size: int = DEFAULT_CONTEXT_SIZE,
-        seed: int = 0,
-        chat_format: str | None = None,
     ) -> None:
         if not isinstance(max_passage_chars, int) or isinstance(max_passage_chars, bool) or max_passage_chars < 1:
             raise ConfigError(f"max_passage_chars must be a positive integer, got {max_passage_chars!r}")
-        self.model = as_local_llm(model, threads=threads, context_size=context_size, seed=seed, chat_format=chat_format)
+        self.model = as_local_llm(model, threads=1, context_size=DEFAULT_CONTEXT_SIZE, seed=0, chat_format=None)
         self.domain = domain
         self.max_passage_chars = max_passage_chars
         self.last_seconds = 0.0

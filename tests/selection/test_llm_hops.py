@@ -26,15 +26,15 @@ def test_shipped_hop_shots_decompose_and_come_from_outside_the_dev_data():
 
 def test_hop_prompt_asks_for_steps_and_keeps_the_answer_short():
     fake = FakeLlama([ANSWER, ANSWER])
-    generator = HopRationaleGenerator(LocalLLM(fake), max_new_tokens=400)  # the fake counts bytes as tokens
+    generator = HopRationaleGenerator(LocalLLM(fake), sample_shots=load_hop_shots(), max_new_tokens=400)  # the fake counts bytes as tokens
     out = generator.generate("What government position was held by the woman who portrayed Corliss Archer?")
     assert [r.label for r in out] == ["Actress", "Position"] and out[0].flag_instructions == "reject other films."
     text = fake.prompt_text()
     assert "Split the question into its steps" in text and "at most 3 rationale(s)" in text
     assert "The Old Man and the Sea" in text  # the hop shots, not METEORA's general ones
-    default = HopRationaleGenerator(LocalLLM(fake))
+    default = HopRationaleGenerator(LocalLLM(fake), sample_shots=load_hop_shots())
     default.generate("q?")
-    assert fake.calls[1]["max_tokens"] == 32 * 3 + 8 < LlamaRationaleGenerator(
+    assert fake.calls[1]["max_tokens"] == 32 * 3 + 16 < LlamaRationaleGenerator(
         LocalLLM(FakeLlama()), sample_shots=load_hop_shots()).max_new_tokens
     assert isinstance(generator, LlamaRationaleGenerator)  # usable wherever a generator is
 
@@ -43,7 +43,7 @@ def test_llm_and_rule_written_rationales_join_in_ecse():
     passages = ["Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer.",
                 "Shirley Temple was named Chief of Protocol of the United States.",
                 "Fees are payable monthly.", "The film was directed by Richard Wallace."]
-    generator = HopRationaleGenerator(LocalLLM(FakeLlama([ANSWER] * 2)), max_new_tokens=400)
+    generator = HopRationaleGenerator(LocalLLM(FakeLlama([ANSWER] * 2)), sample_shots=load_hop_shots(), max_new_tokens=400)
     question = "What government position was held by the woman who portrayed Corliss Archer in Kiss and Tell?"
     both = EvidencePipeline(PipelineConfig(rationales="llm+auto", verification="none"), encoder=HashingEncoder(),
                             rationale_generator=generator).run(question, passages=passages)
@@ -58,7 +58,7 @@ def test_llm_and_rule_written_rationales_join_in_ecse():
 
 
 def test_llm_and_auto_without_any_generated_rationale_keeps_the_rule_written_ones():
-    generator = HopRationaleGenerator(LocalLLM(FakeLlama(["I cannot help with that."])))
+    generator = HopRationaleGenerator(LocalLLM(FakeLlama(["I cannot help with that."])), sample_shots=load_hop_shots())
     result = EvidencePipeline(PipelineConfig(rationales="llm+auto", verification="none"), encoder=HashingEncoder(),
                               rationale_generator=generator).run("Who founded Acme Corp?", passages=[
                                   "Acme Corp was founded by Jane Roe.", "Fees are payable monthly."])
