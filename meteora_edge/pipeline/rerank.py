@@ -17,7 +17,7 @@ calls the scorer.
 Example:
     >>> rerank_pool([0.9, 0.7, 0.2, 0.1], selected=[0], pool=3)
     [0, 1, 2]
-    >>> rerank_cut(np.array([2.0, 1.0, 0.0]), np.array([-1.0, 3.0, -2.0]), weight=1.0, z=0.5)
+    >>> rerank_cut(np.array([2.0, 1.0, 0.0]), np.array([-1.0, 3.0, -2.0]), weight=1.0, z=0.4)
     [1, 0]
 """
 

@@ -11,6 +11,7 @@ import base64
 import hashlib
 import importlib.util
 import json
+import random
 import zipfile
 from pathlib import Path
 
@@ -66,10 +67,11 @@ def model(tmp_path: Path) -> dict:
     gguf = write_gguf(tmp_path / "fake.gguf", {"general.architecture": "llama", "general.name": "Fake",
                                                "llama.context_length": 2048, "tokenizer.chat_template": CHATML,
                                                "general.file_type": 2})
-    data = gguf.read_bytes() + bytes(range(256)) * 40  # body bytes so every part differs
+    data = gguf.read_bytes() + random.Random(0).randbytes(10_240)  # body bytes, so no two parts are alike
     data += bytes(-len(data) % PARTS)  # equal parts, so a swapped pair keeps every size
     cut = len(data) // PARTS
     pieces = [data[i * cut:(i + 1) * cut] for i in range(PARTS)]
+    assert len(set(pieces)) == PARTS
     wheelhouse = tmp_path / "wheels"
     wheelhouse.mkdir()
     parts = []
