@@ -53,7 +53,7 @@ run() {  # name, then eval arguments; /usr/bin/time records the peak RSS of the 
 # rationales and the rerank (every method on every question)
 run rationales "${limit[@]}" --method pipeline --method ecse-llm --method "ecse-llm:scoring=hybrid" \
   --method "ecse-llm:scoring=hybrid,rationales=llm+auto" --method "pipeline-llm:rationales=llm+auto,llm_pool=null" \
-  --method pipeline-llm --method "pipeline-llm:verification=none"
+  --method pipeline-llm --method "pipeline-llm:verification=cosine"
 # verification: METEORA's one chunk per prompt, and batched (8 chunks per prompt)
 run verify "${vlimit[@]}" --method pipeline --method ecse-llm-verify --method "ecse-llm-verify:verification_batch=8" \
   --method "pipeline-llm:verification=llm,llm_pool=null" --method "pipeline-llm:verification=llm"

@@ -130,7 +130,8 @@ class EvidencePipeline:
         self.cross_encoder = cross_encoder
         self.relevance_scorer = relevance_scorer
         self.token_counter = token_counter or WhitespaceCounter()
-        self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder)
+        self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder,
+                                reranked=relevance_scorer is not None and self.config.llm_pool is not None)
 
     def run(
         self,

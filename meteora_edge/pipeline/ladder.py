@@ -1,6 +1,7 @@
 """The verification ladder: LLM verifier → cross-encoder score ≥ tau → cosine ≥ tau → none.
 
-``"auto"`` takes the highest rung available. Every rung returns, per judged chunk, whether
+``"auto"`` takes the highest rung available (none instead of cosine after the LLM rerank,
+whose model has judged the candidates already). Every rung returns, per judged chunk, whether
 it passed and the score it was judged by; the LLM rung also returns the verdicts. The cosine
 rung judges a chunk by its best cosine to the query *or any rationale* (METEORA's verifier
 asks whether a chunk is relevant given the rationales; a second-hop rationale points at
@@ -41,12 +42,20 @@ class LadderOutcome:
     verdicts: list[Verdict] = field(default_factory=list)
 
 
-def choose_rung(requested: str, *, verifier: object | None, cross_encoder: object | None) -> Rung:
-    """Resolve ``"auto"`` and check the requested rung is available."""
+def choose_rung(requested: str, *, verifier: object | None, cross_encoder: object | None, reranked: bool = False) -> Rung:
+    """Resolve ``"auto"`` and check the requested rung is available.
+
+    ``"auto"`` is the LLM verifier when there is one, else the cross-encoder, else — when the
+    LLM rerank has already judged the candidates (``reranked``) — none, else the cosine rung.
+    """
     if requested not in RUNGS:
         raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {requested!r}")
     if requested == "auto":
-        return "llm" if verifier is not None else "cross-encoder" if cross_encoder is not None else "cosine"
+        if verifier is not None:
+            return "llm"
+        if cross_encoder is not None:
+            return "cross-encoder"
+        return "none" if reranked else "cosine"
     if requested == "llm" and verifier is None:
         raise ConfigError("verification 'llm' needs a verifier; add an llm to the bundle or pass verifier=…")
     if requested == "cross-encoder" and cross_encoder is None:

@@ -173,3 +173,12 @@ def test_pipeline_llm_uses_the_scorer_and_the_generator_when_asked():
     assert 1 in chosen and generated == [QUESTION] and len(scorer.calls) == 1
     build_method("pipeline-llm", HashingEncoder(), generator=generator, scorer=scorer)(question)
     assert generated == [QUESTION]  # without llm+auto the generator is not asked
+
+
+def test_after_the_llm_rerank_auto_verification_is_none_unless_a_verifier_or_cross_encoder_is_given():
+    scorer = KeywordScorer("Chief of Protocol")
+    assert EvidencePipeline(PipelineConfig(), relevance_scorer=scorer).rung == "none"  # the model judged the pool
+    assert EvidencePipeline(PipelineConfig(llm_pool=None), relevance_scorer=scorer).rung == "cosine"
+    assert EvidencePipeline(PipelineConfig()).rung == "cosine"
+    assert EvidencePipeline(PipelineConfig(verification="cosine"), relevance_scorer=scorer).rung == "cosine"
+    assert EvidencePipeline(PipelineConfig(), relevance_scorer=scorer, verifier=lambda r: "{}").rung == "llm"
