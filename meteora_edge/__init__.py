@@ -41,6 +41,7 @@ _LAZY = {
     "MeVeEngine": "pipeline.meve",
     "MeteoraReranker": "selection.reranker",
     "MeteoraSelector": "selection.ecse",
+    "MeteoraVerifier": "selection.verification",
     "OnnxCrossEncoder": "models.onnx_cross_encoder",
     "OnnxEncoder": "models.onnx_encoder",
     "PipelineConfig": "pipeline.engine",
@@ -58,7 +59,7 @@ _LAZY = {
     "embed": "models.encoders",
     "format_rationales": "selection.rationales",
     "load_encoder": "models.onnx_encoder",
-    "load_sample_shots": "selection.llm_generator",
+    "load_sample_shots": "selection.sample_shots",
     "load_token_counter": "pipeline.budget",
     "parse_rationales": "selection.rationales",
     "parse_verdict": "selection.verification",
@@ -81,6 +82,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .pipeline.meve import MeVeEngine
     from .selection.reranker import MeteoraReranker
     from .selection.ecse import MeteoraSelector
+    from .selection.verification import MeteoraVerifier
     from .models.onnx_cross_encoder import OnnxCrossEncoder
     from .models.onnx_encoder import OnnxEncoder
     from .pipeline.engine import PipelineConfig
@@ -98,7 +100,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.encoders import embed
     from .selection.rationales import format_rationales
     from .models.onnx_encoder import load_encoder
-    from .selection.llm_generator import load_sample_shots
+    from .selection.sample_shots import load_sample_shots
     from .pipeline.budget import load_token_counter
     from .selection.rationales import parse_rationales
     from .selection.verification import parse_verdict
@@ -142,6 +144,7 @@ __all__ = [
     "MeteoraError",
     "MeteoraReranker",
     "MeteoraSelector",
+    "MeteoraVerifier",
     "MissingExtraError",
     "ModelError",
     "OnnxCrossEncoder",

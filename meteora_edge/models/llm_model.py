@@ -289,6 +289,7 @@ class LocalLLM:
         stop: Sequence[str] = (),
         grammar: Any = None,
         temperature: float = 0.0,
+        top_p: float | None = None,
         reuse_prefix: bool = True,
     ) -> Completion:
         """Continue ``tokens``; at most ``max_tokens`` new tokens, never past the context.
@@ -299,6 +300,7 @@ class LocalLLM:
             stop: strings that end the answer (not included in it).
             grammar: a ``llama_cpp.LlamaGrammar`` constraining the answer.
             temperature: 0 is greedy (deterministic).
+            top_p: nucleus sampling cut-off when sampling (``None``: no cut-off).
             reuse_prefix: keep the evaluated prefix shared with the previous call.
 
         Raises:
@@ -321,6 +323,7 @@ class LocalLLM:
                     list(tokens),
                     max_tokens=max_tokens,
                     temperature=temperature,
+                    top_p=1.0 if top_p is None else top_p,
                     stop=list(stop),
                     grammar=grammar,
                     seed=self.seed,

@@ -291,7 +291,8 @@ class _Run:
     def selection(self, rationales: object | None) -> None:
         t0 = time.perf_counter()
         pipe, cfg = self.pipe, self.cfg
-        chosen, origin = resolve_rationales(self.query, rationales, pipe.rationale_generator, fallback_to_query=True)
+        chosen, origin = resolve_rationales(self.query, rationales, pipe.rationale_generator, fallback_to_query=True,
+                                            documents=self.texts)
         if len(chosen) > cfg.max_rationales:
             raise InputError(f"{len(chosen)} rationales, over max_rationales={cfg.max_rationales}")
         self.rationales = chosen

@@ -184,7 +184,9 @@ def test_verifier_accepts_a_valid_answer_and_asks_with_the_schema_grammar():
     assert call["max_tokens"] == verifier.max_answer_tokens and call["temperature"] == 0.0
     assert type(call["grammar"]).__name__ == "LlamaGrammar"
     fake.replies.append(VALID)
-    assert verifier.verify(request()) == {"relevant": True, "flagged": False, "reason": "states the notice period", "flag_types": []}
+    answer = verifier.verify(request())
+    assert (answer.relevant, answer.flagged, answer.reason, answer.flag_types) == (True, False, "states the notice period", ())
+    assert answer.raw == VALID  # the model's own text travels with the verdict
 
 
 def test_flag_types_of_an_unflagged_verdict_are_dropped():
