@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,10 +31,45 @@ from .pipeline.meve import MeVeConfig
 from .pipeline.engine import EvidencePipeline, PipelineConfig
 from .selection.stages import cosine_matrix, top_k_indices
 
-__all__ = ["EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
+__all__ = [
+    "EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS",
+    "SelectionMetrics", "precision_recall_f1",
+]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify")
 _YES_NO = {"yes", "no"}
+
+
+@dataclass(frozen=True)
+class SelectionMetrics:
+    """Precision, recall and F1 of one selection against gold ids (METEORA's metrics)."""
+
+    precision: float
+    recall: float
+    f1: float
+    correct_chunk_found: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "correct_chunk_found": self.correct_chunk_found}
+
+
+def precision_recall_f1(selected: Iterable[Hashable], gold: Iterable[Hashable]) -> SelectionMetrics:
+    """Score the selected chunk ids against the gold ones (duplicates count once).
+
+    Precision is 0 when nothing is selected, recall 0 when there is no gold.
+
+    Example:
+        >>> m = precision_recall_f1([1, 2, 3, 4], [2, 9])
+        >>> (m.precision, m.recall, round(m.f1, 4), m.correct_chunk_found)
+        (0.25, 0.5, 0.3333, True)
+    """
+    chosen, wanted = set(selected), set(gold)
+    hits = len(chosen & wanted)
+    precision = hits / len(chosen) if chosen else 0.0
+    recall = hits / len(wanted) if wanted else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return SelectionMetrics(precision, recall, f1, hits > 0)
 
 
 @dataclass(frozen=True)
@@ -278,14 +313,12 @@ def evaluate(
             t0 = time.perf_counter()
             chosen = sorted(set(method(q)))
             ms = (time.perf_counter() - t0) * 1000
-            hits = len(q.gold & set(chosen))
-            p = hits / len(chosen) if chosen else 0.0
-            r = hits / len(q.gold)
+            metrics = precision_recall_f1(chosen, q.gold)
             text = " ".join(q.candidates[i] for i in chosen)
             answer = None if q.answer.strip().lower() in _YES_NO else q.answer.strip().lower() in text.lower()
             rows.append({
-                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": p, "recall": r,
-                "f1": 2 * p * r / (p + r) if p + r else 0.0, "all_gold": q.gold <= set(chosen),
+                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": metrics.precision,
+                "recall": metrics.recall, "f1": metrics.f1, "all_gold": q.gold <= set(chosen),
                 "items": len(chosen), "tokens": sum(counter.count([q.candidates[i] for i in chosen])) if chosen else 0,
                 "answer_contained": answer, "ms": ms,
             })

@@ -43,6 +43,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..evaluation import precision_recall_f1
 from ..selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, LocalLLM
 from ..selection.rationales import Rationale, as_rationales, format_rationales
@@ -114,11 +115,7 @@ def _ids(label: str, value: object) -> list[int | str]:
 
 
 def _f1(selected: Sequence[int | str], gold: set[int | str]) -> float:
-    hits = len(set(selected) & gold)
-    if not hits:
-        return 0.0
-    precision, recall = hits / len(set(selected)), hits / len(gold)
-    return 2 * precision * recall / (precision + recall)
+    return precision_recall_f1(selected, gold).f1
 
 
 def label_candidates(
