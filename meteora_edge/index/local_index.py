@@ -31,6 +31,7 @@ import numpy as np
 from .bm25 import BM25Index, bm25_tokens
 from ..models.bundle import sha256_file
 from .chunking import chunk_text
+from .content_hashes import record_file, unseen_documents
 from .corpus import SourceDocument
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
@@ -78,6 +79,7 @@ def _chunk_records(documents: Sequence[SourceDocument], start_id: int, chunk_siz
                     "start": chunk.start_pos,
                     "end": chunk.end_pos,
                     "metadata": document.metadata,
+                    "file": document.file,
                 }
             )
     return records
@@ -157,9 +159,18 @@ class LocalIndex:
         *,
         batch_size: int = 64,
         progress: Progress | None = None,
+        allow_duplicates: bool = False,
     ) -> LocalIndex:
-        """Append documents (chunked like the index) and return the reloaded index."""
+        """Append documents (chunked like the index) and return the reloaded index.
+
+        Documents whose every chunk is already in the index (same text, by hash) are left out
+        unless ``allow_duplicates``; when nothing new is left the index is returned as it is.
+        """
         self._check_encoder(encoder)
+        if not allow_duplicates:
+            documents = unseen_documents(self, documents)
+            if not documents:
+                return self
         chunking = self.manifest["chunking"]
         records = _chunk_records(documents, len(self), chunking["chunk_size"], chunking["overlap"])
         if not records:
@@ -294,11 +305,19 @@ class LocalIndex:
         return self.bm25.search(query, k)
 
     def info(self) -> dict[str, Any]:
-        sources = {r["source"] for r in self.records(range(len(self)))} if len(self) <= 200_000 else None
+        """Counts and settings; ``sources`` counts the files indexed (``documents`` the documents
+        in them); both are ``None`` over 200 000 chunks."""
+        documents: set[Any] = set()
+        files: set[Any] = set()
+        if len(self) <= 200_000:
+            for record in self.records(range(len(self))):
+                documents.add(record["source"])
+                files.add(record_file(record))
         return {
             "path": str(self.root),
             "chunks": len(self),
-            "sources": None if sources is None else len(sources),
+            "sources": len(files) if files else None,
+            "documents": len(documents) if documents else None,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
