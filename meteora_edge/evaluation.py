@@ -357,8 +357,23 @@ def report_table(reports: Sequence[MethodReport], *, skipped_yes_no: int) -> str
     return "\n".join(lines)
 
 
+def require_matplotlib() -> None:
+    """Check (without importing it) that the ``plot`` extra is there, before a long evaluation.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("matplotlib", "plot")
+
+
 def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> None:
     """F1 against mean tokens, one labelled point per method, written atomically as PNG."""
+    require_matplotlib()
     try:
         import matplotlib
 

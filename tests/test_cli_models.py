@@ -81,16 +81,17 @@ def test_select_with_a_bundle_uses_the_onnx_encoder(bundle, chunks_file):
     result = run("select", "--chunks", str(chunks_file), "--rationale", "either party may terminate",
                  "--bundle", str(bundle), "--precision", "fp32", "--threads", "1", "--compact")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["encoder"].startswith("onnx:tiny-test-encoder:") and data["encoder"].endswith(":fp32")
-    assert 0 in data["selected_indices"]
+    assert 0 in [p["id"] for p in data["passages"]]
+    assert "hashing encoder" not in result.output  # no fallback note with a bundle
 
 
 def test_select_takes_the_bundle_from_the_environment(bundle, chunks_file):
     result = run("select", "--chunks", str(chunks_file), "--rationale", "fees are due", "--compact",
                  env={"METEORA_EDGE_BUNDLE": str(bundle)})
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["encoder"].endswith(":int8")
+    assert json.loads(result.stdout)["encoder"].endswith(":int8")
 
 
 def test_select_with_a_bad_bundle_is_one_line(tmp_path, bundle, chunks_file):

@@ -33,9 +33,48 @@ from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
 from .llm_file import check_gguf
 
-__all__ = ["LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm"]
+__all__ = [
+    "LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm",
+    "import_llama_cpp", "set_llama_verbose",
+]
 
 logger = logging.getLogger(__name__)
+
+_native = {"verbose": False, "callback": None}
+
+
+def set_llama_verbose(verbose: bool) -> None:
+    """Show llama.cpp's own log lines on stderr (``True``), or keep them quiet (the default)."""
+    _native["verbose"] = bool(verbose)
+
+
+def import_llama_cpp() -> Any:
+    """Import llama-cpp-python with llama.cpp's native logging routed through this module.
+
+    llama.cpp writes its own lines (model metadata, ``n_ctx_seq (512) > n_ctx_train (0)`` when
+    a GGUF serves as a tokenizer) even with ``verbose=False``; they reach stderr only after
+    :func:`set_llama_verbose` ``(True)`` (the CLI's ``--verbose``).
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("llama_cpp", "llm") from None
+    if _native["callback"] is None and hasattr(llama_cpp, "llama_log_set"):
+        import ctypes
+        import sys
+
+        @llama_cpp.llama_log_callback
+        def forward(level: int, text: bytes, user_data: Any) -> None:
+            if _native["verbose"]:
+                sys.stderr.write(text.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+
+        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+        _native["callback"] = forward  # keep the C callback alive
+    return llama_cpp
 
 DEFAULT_CONTEXT_SIZE = 4096
 CHAT_FORMATS = ("gguf", "chatml", "plain")
@@ -151,10 +190,7 @@ class LocalLLM:
         _positive("context_size", context_size)
         _positive("batch_size", batch_size)
         p = check_gguf(path)
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise MissingExtraError("llama_cpp", "llm") from None
+        Llama = import_llama_cpp().Llama
         started = time.perf_counter()
         try:
             llama = Llama(
@@ -165,7 +201,7 @@ class LocalLLM:
                 n_threads_batch=threads,
                 seed=seed,
                 n_gpu_layers=0,
-                verbose=False,
+                verbose=bool(_native["verbose"]),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(
