@@ -121,3 +121,23 @@ def test_precision_recall_f1_of_a_selection(selected, gold, expected):
     m = precision_recall_f1(selected, gold)
     assert (m.precision, m.recall, m.correct_chunk_found) == (expected[0], expected[1], expected[3])
     assert m.f1 == pytest.approx(expected[2]) and m.to_dict()["f1"] == m.f1
+
+
+def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
+    import importlib.util
+
+    from meteora_edge.cli import eval_command as command
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the evaluation started before the options were checked")
+
+    monkeypatch.setattr(command, "load_hotpot", no_work)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    data = tmp_path / "data.json"
+    data.write_text("[]")
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "--plot", str(tmp_path / "p.png")])
+    assert result.exit_code == 1 and "'matplotlib' is not installed" in result.output
+    assert 'pip install "meteora-edge[plot]"' in result.output
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "-o", str(tmp_path / "no" / "r.json")])
+    assert result.exit_code == 1 and "does not exist" in result.output

@@ -9,6 +9,8 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -118,3 +120,15 @@ def test_cli_imports_the_model_and_selects_with_both_roles(tmp_path, monkeypatch
     data = json.loads(result.stdout)
     assert data["rationale_source"] in ("generated", "query-fallback") and data["rationales"]
     assert data["verdicts"] and all(isinstance(v["accepted"], bool) for v in data["verdicts"])
+
+
+def test_llama_cpps_own_logging_is_quiet_unless_verbose(tmp_path):
+    chunks = tmp_path / "chunks.json"
+    chunks.write_text(json.dumps(CHUNKS))
+    args = ["select", "--chunks", str(chunks), "-q", "Who may terminate?", "--tokenizer", str(GGUF), "--t-max", "40"]
+    quiet = subprocess.run([sys.executable, "-m", "meteora_edge", *args], capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "n_ctx" not in quiet.stderr and "llama_" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-m", "meteora_edge", "--verbose", *args], capture_output=True, text=True)
+    assert loud.returncode == 0 and "n_ctx_seq" in loud.stderr
+    assert json.loads(quiet.stdout)["passages"] == json.loads(loud.stdout)["passages"]
