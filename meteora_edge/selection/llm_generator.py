@@ -4,8 +4,9 @@ A few-shot prompt (sample shots are required, in any form :mod:`~meteora_edge.se
 reads: METEORA's ``{query, response}``, ``{query, rationales}`` or plain strings) asks for
 exactly N rationales in the tagged form
 ``<rationale_i>[Label] what to look for Flag Instructions: when to reject</rationale_i>``.
-Generation stops after ``</rationale_N>``, at ``<rationale_{N+1}>`` or when the model
-starts a new query; the text is read with the core :func:`parse_rationales`.
+The answer is started with ``<rationale_1>`` (so a small model numbers from 1); generation
+stops after ``</rationale_N>``, at ``<rationale_{N+1}>`` or when the model starts a new query;
+the text is read with the core :func:`parse_rationales`.
 
 Example:
     >>> gen = LlamaRationaleGenerator("SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -29,6 +30,7 @@ __all__ = ["LlamaRationaleGenerator", "SampleShot", "load_sample_shots", "stop_s
 
 logger = logging.getLogger(__name__)
 
+ANSWER_PREFIX = "<rationale_1>"
 SAMPLING_TEMPERATURE = 0.7  # METEORA's temperature when do_sample=True and none is given
 _SYSTEM = (
     "You write search rationales for a retrieval system{domain}. Given a query, write exactly {n} "
@@ -160,7 +162,9 @@ class LlamaRationaleGenerator:
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the rationale generator needs a non-empty query")
-        tokens = self.model.chat_tokens(self.messages(query))
+        # The answer is started with "<rationale_1>" so that a small model numbers from 1: after a
+        # one-rationale shot it would otherwise open "<rationale_2>", which is a stop string.
+        tokens = self.model.chat_tokens(self.messages(query)) + self.model.tokenize(ANSWER_PREFIX)
         completion = self.model.complete(
             tokens,
             max_tokens=self.max_new_tokens,
@@ -170,6 +174,8 @@ class LlamaRationaleGenerator:
         )
         self.last_completion = completion
         text = completion.text
+        if not text.lstrip().lower().startswith(ANSWER_PREFIX):
+            text = ANSWER_PREFIX + text
         last = self.num_rationales
         if f"<rationale_{last}>" in text and f"</rationale_{last}>" not in text:
             text += f"</rationale_{last}>"  # the stop string itself is not returned

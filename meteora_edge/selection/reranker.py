@@ -181,7 +181,8 @@ class MeteoraReranker:
         expansion_window: neighbours added around selected positions (0: documents are
             independent retrieval results).
         elbow_z_threshold: z-score threshold of the pooled elbow.
-        order: ``"score"`` (best first) or ``"document"`` (input order).
+        order: ``"score"`` (best first) or ``"document"`` (input order; METEORA's ``"input"`` and
+            ``"context"`` mean the same).
         top_k: optional cap on the number of documents returned, applied last.
 
     Example:
@@ -310,8 +311,10 @@ class MeteoraReranker:
 
 
 def _check_order(order: object) -> Order:
+    if order in ("input", "context"):  # METEORA's other names for document order
+        return "document"
     if order not in ("score", "document"):
-        raise ConfigError(f"order must be 'score' or 'document', got {order!r}")
+        raise ConfigError(f"order must be 'score' or 'document' (or 'input'/'context'), got {order!r}")
     return order  # type: ignore[return-value]
 
 

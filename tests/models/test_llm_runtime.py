@@ -313,7 +313,9 @@ def test_generator_prompt_is_few_shot_with_the_query_last():
     assert "exactly 2 rationale(s)" in text and "in leases" in text and "Flag Instructions" in text
     assert text.count("<|im_start|>assistant\n<rationale_1>[L1]") == 2  # each shot answered
     assert "<rationale_3>" not in text  # shots trimmed to N
-    assert text.endswith("Query: Can the landlord keep the deposit?\nRationales:<|im_end|>\n<|im_start|>assistant\n")
+    # the answer is started with the first tag, so the model numbers from 1
+    assert text.endswith("Query: Can the landlord keep the deposit?\nRationales:<|im_end|>\n<|im_start|>assistant\n"
+                         "<rationale_1>")
 
 
 def test_generator_without_flag_instructions_strips_them_everywhere():

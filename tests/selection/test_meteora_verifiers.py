@@ -179,3 +179,10 @@ def test_rerank_results_expose_rank_text_and_metadata():
     assert [r.score for r in results] == sorted((r.score for r in results), reverse=True)
     assert results[0].to_dict()["rank"] == 1
 
+
+
+@pytest.mark.parametrize("alias", ["input", "context", "document"])
+def test_meteoras_order_names(alias):
+    rr = MeteoraReranker(HashingEncoder(), order=alias)
+    trace = rr.trace("terminate notice fees monthly", DOCS, rationales=["terminate notice", "fees monthly"])
+    assert trace.order == "document" and trace.indices == sorted(trace.indices)

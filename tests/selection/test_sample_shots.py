@@ -139,3 +139,11 @@ def test_sampling_keywords_have_meteoras_meaning(kwargs, temperature, top_p):
 def test_bad_sampling_settings_are_refused(kwargs, message):
     with pytest.raises(ConfigError, match=message):
         generator([METEORA_SHOT], **kwargs)
+
+
+@pytest.mark.parametrize("reply", ["[A] find x</rationale_1>", "<rationale_1>[A] find x</rationale_1>", "[A] find x"])
+def test_the_answer_starts_at_the_first_tag_whether_or_not_the_model_repeats_it(reply):
+    fake = FakeLlama([reply])
+    out = generator([METEORA_SHOT], fake, num_rationales=1).generate("q?")
+    assert [(r.label, r.text) for r in out] == [("A", "find x")]
+    assert fake.prompt_text().endswith("<rationale_1>")
