@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Callable, Mapping, Sequence
+from pathlib import PurePath
 from typing import Any
 
 from meteora_edge.index.content_hashes import record_file
@@ -150,8 +151,10 @@ def _phase_lines(result: PipelineResult) -> list[str]:
     return [f"{p.name:<11} {p.summary}" for p in result.trace.phases]
 
 
-def _where(row: Mapping[str, Any]) -> str:
+def _where(row: Mapping[str, Any], *, short: bool = False) -> str:
     source = str(row["source"] or "-")
+    if short and len(source) > 20:
+        source = PurePath(source).name  # the table shows the file name; JSON keeps the path
     if row["start_pos"] is not None and row["end_pos"] is not None:
         source += f":{row['start_pos']}-{row['end_pos']}"
     return source
@@ -193,11 +196,16 @@ def render(
 
 
 def _table(rows: Sequence[Mapping[str, Any]], result: PipelineResult, query: str | None, width: int) -> str:
-    lines = [f"query: {query}" if query else f"rationales: {len(result.trace.phase('selection').details['rationales'])}"]
+    selection = result.trace.phase("selection").details
+    lines = [f"query: {query}"] if query else []
+    for r in selection["rationales"]:
+        line = f"rationale {r['index']} ({selection['rationale_source']}): " + (f"[{r['label']}] " if r["label"] else "")
+        line += r["text"] + (f" | flag: {r['flag_instructions']}" if r["flag_instructions"] else "")
+        lines.append(line if len(line) <= width else line[: width - 1] + "…")
     header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<28} text"
     lines += [header, "-" * len(header)]
     for r in rows:
-        where = _where(r)
+        where = _where(r, short=True)
         where = where if len(where) <= 28 else "…" + where[-27:]
         room = max(20, width - len(header) + 4)
         text = " ".join(r["text"].split())
