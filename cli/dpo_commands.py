@@ -10,7 +10,7 @@ import click
 from meteora_edge.fileio import write_text_atomic
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
-from .output import check_output_path
+from .output import check_output_dir, check_output_path
 
 
 @click.command("dpo-derive")
@@ -61,6 +61,7 @@ def dpo_prepare(input_file: str, sample_shots: str | None, output_dir: str, trai
     from meteora_edge.training.dpo_files import read_records, write_splits
     from meteora_edge.selection.llm_generator import load_sample_shots
 
+    check_output_dir(output_dir)
     records = read_records(input_file)
     shots = load_sample_shots(sample_shots)
     data = prepare_preferences(

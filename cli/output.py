@@ -29,6 +29,22 @@ def check_output_path(path: str, *, option: str = "--output") -> None:
         raise InputError(f"cannot write {option} {target}: permission denied")
 
 
+def check_output_dir(path: str, *, option: str = "--output-dir") -> None:
+    """Refuse an output folder that cannot be created or written, before any work.
+
+    Raises:
+        InputError: the path is a file, or its parent folder is missing or not writable.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{option} {target} is a file; give a folder")
+    parent = target if target.is_dir() else target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot create {option} {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {option} {target}: permission denied")
+
+
 def emit_json(data: Any, *, output: str | None, compact: bool) -> None:
     text = json.dumps(data, ensure_ascii=False, indent=None if compact else 2) + "\n"
     if output:

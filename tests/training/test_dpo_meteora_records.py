@@ -120,3 +120,12 @@ def test_dpo_prepare_cli_with_meteora_records_and_a_text_shot_file(tmp_path: Pat
     row = json.loads((out / "train.jsonl").read_text().splitlines()[0])
     assert any("When will my order arrive?" in m["content"] for m in row["prompt"])
     assert any("[Delivery time] Search for dispatch" in m["content"] for m in row["prompt"])
+
+
+def test_dpo_commands_check_their_outputs_before_reading(tmp_path: Path):
+    bad = tmp_path / "bad.jsonl"
+    bad.write_text("{oops\n")
+    prepare = CliRunner().invoke(main, ["dpo-prepare", "--input", str(bad), "--output-dir", str(tmp_path / "no" / "dpo")])
+    assert prepare.exit_code == 1 and "folder" in prepare.output and "does not exist" in prepare.output
+    derive = CliRunner().invoke(main, ["dpo-derive", "--hotpot", str(bad), "--output", str(tmp_path / "no" / "c.jsonl")])
+    assert derive.exit_code == 1 and "does not exist" in derive.output
