@@ -42,11 +42,11 @@ def index() -> None:
 
 @index.command("build")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Index folder to create.")
+@click.option("--out", "-o", required=True, type=click.Path(), help="Index folder to create (missing or empty).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=200, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out (never anything else).")
 @bundle_option
 @threads_option
 @precision_option
@@ -62,24 +62,24 @@ def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | Non
 
 
 @index.command("add")
-@click.argument("index_dir", type=click.Path(file_okay=False))
+@click.argument("index_dir", type=click.Path())
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @bundle_option
 @threads_option
 @precision_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, bundle: str | None, threads: int, precision: str) -> None:
-    """Append documents to an index (chunked and embedded like the rest)."""
+    """Append documents to an index (chunked and embedded like the rest; writers take turns)."""
     encoder = encoder_from_options(bundle, threads, precision)
     current = LocalIndex.load(index_dir, encoder=encoder)
     documents = read_documents(inputs)
     with _progress("embedding") as progress:
         grown = current.add(documents, encoder, batch_size=batch_size, progress=progress)
-    click.echo(f"added {len(grown) - len(current)} chunks; {index_dir} now holds {len(grown)}", err=True)
+    click.echo(f"added {grown.manifest['last_write']['chunks']} chunks; {index_dir} now holds {len(grown)}", err=True)
 
 
 @index.command("info")
-@click.argument("index_dir", type=click.Path(file_okay=False))
+@click.argument("index_dir", type=click.Path())
 def info(index_dir: str) -> None:
     """Describe an index (after checking every file)."""
     click.echo(json.dumps(LocalIndex.load(index_dir).info(), indent=2))

@@ -12,7 +12,7 @@ from ..documents import document_text
 from ..errors import InputError
 from ..fileio import read_json_or_jsonl, read_text_file
 
-__all__ = ["SourceDocument", "read_documents", "TEXT_SUFFIXES", "JSON_SUFFIXES"]
+__all__ = ["SourceDocument", "read_documents", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES"]
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
@@ -25,6 +25,16 @@ class SourceDocument:
     source_id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+
+
+def path_label(path: str | os.PathLike[str]) -> str:
+    """The path as valid UTF-8 text: bytes of a non-UTF-8 file name appear as ``\\xNN``.
+
+    Example:
+        >>> path_label(os.fsdecode(b"notes/caf\\xe9.txt"))
+        'notes/caf\\\\xe9.txt'
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterator[Path]:
@@ -44,7 +54,8 @@ def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterator[Path]:
 def read_documents(paths: Sequence[str | os.PathLike[str]]) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
 
-    Text and markdown files are one document each (id = file path). JSON/JSONL files
+    Text and markdown files are one document each (id = file path, see :func:`path_label`
+    for names that are not UTF-8). JSON/JSONL files
     hold a list of documents (strings or objects with ``text``/``content``/
     ``page_content``, optional ``id``, ``title`` and ``metadata``), also under
     ``{"documents": [...]}`` or ``{"chunks": [...]}``.
@@ -61,7 +72,7 @@ def read_documents(paths: Sequence[str | os.PathLike[str]]) -> list[SourceDocume
         else:
             text = read_text_file(path)
             if text.strip():
-                documents.append(SourceDocument(str(path), text, {"source": str(path)}))
+                documents.append(SourceDocument(path_label(path), text, {"source": path_label(path)}))
     if not documents:
         raise InputError("the inputs hold no text to index")
     return documents
@@ -81,8 +92,8 @@ def _json_documents(path: Path) -> list[SourceDocument]:
         body = document_text(item, position=position)
         if not body.strip():
             continue
-        meta: dict[str, Any] = {"source": str(path)}
-        doc_id = f"{path}#{position}"
+        meta: dict[str, Any] = {"source": path_label(path)}
+        doc_id = f"{path_label(path)}#{position}"
         if isinstance(item, dict):
             if isinstance(item.get("id"), (str, int)):
                 doc_id = str(item["id"])
