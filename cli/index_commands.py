@@ -10,7 +10,7 @@ from pathlib import Path
 
 import click
 
-from meteora_edge.index.corpus import SourceDocument, read_documents
+from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
 from meteora_edge.index.content_hashes import unseen_documents
 from meteora_edge.index.local_index import LocalIndex
 
@@ -44,7 +44,8 @@ def _read(inputs: Sequence[str], strict: bool) -> tuple[list[SourceDocument], in
     def warn(path: Path, reason: str) -> None:
         nonlocal skipped
         skipped += 1
-        click.echo(f"warning: skipped {reason}" if str(path) in reason else f"warning: skipped {path}: {reason}", err=True)
+        label = path_label(path)
+        click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
 
     return read_documents(inputs, strict=strict, on_skip=warn), skipped
 
@@ -64,11 +65,11 @@ def index() -> None:
 
 @index.command("build")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "-o", required=True, type=click.Path(file_okay=False), help="Index folder to create.")
+@click.option("--out", "-o", required=True, type=click.Path(), help="Index folder to create (missing or empty).")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=200, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out.")
+@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out (never anything else).")
 @_strict_option
 @bundle_option
 @threads_option
@@ -89,7 +90,7 @@ def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | Non
 
 
 @index.command("add")
-@click.argument("index_dir", type=click.Path(file_okay=False))
+@click.argument("index_dir", type=click.Path())
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--allow-duplicates", is_flag=True, help="Add documents whose content the index already holds.")
@@ -99,7 +100,7 @@ def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | Non
 @precision_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
         bundle: str | None, threads: int, precision: str) -> None:
-    """Append documents to an index (chunked and embedded like the rest).
+    """Append documents to an index (chunked and embedded like the rest; writers take turns).
 
     Documents already in the index (every chunk's text matches a stored one, by sha256) are
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
@@ -109,17 +110,20 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     current = LocalIndex.load(index_dir, encoder=encoder)
     fresh = documents if allow_duplicates else unseen_documents(current, documents)
     known = len(documents) - len(fresh)
-    grown = current
-    if fresh:
+    grown, added = current, 0
+    if fresh:  # add() checks again under the writer lock, against the version it appends to
         with _progress("embedding") as progress:
-            grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress, allow_duplicates=True)
+            grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
+                                allow_duplicates=allow_duplicates)
+        if grown.generation != current.generation:
+            added = grown.manifest["last_write"]["chunks"]
     note = f"; {known} document(s) already in the index were left out" if known else ""
-    click.echo(f"read {_counts(documents, skipped)}; added {len(grown) - len(current)} chunks{note}; "
+    click.echo(f"read {_counts(documents, skipped)}; added {added} chunks{note}; "
                f"{index_dir} now holds {len(grown)}", err=True)
 
 
 @index.command("info")
-@click.argument("index_dir", type=click.Path(file_okay=False))
+@click.argument("index_dir", type=click.Path())
 def info(index_dir: str) -> None:
     """Describe an index (after checking every file)."""
     click.echo(json.dumps(LocalIndex.load(index_dir).info(), indent=2))

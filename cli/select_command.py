@@ -26,11 +26,11 @@ from .encoder_option import (
 )
 from .llm_options import check_llm_bundle, llm_roles
 from .output import check_output_path
-from .select_inputs import WINDOW_HELP, default_window, gather_rationales, pipeline_config
+from .select_inputs import WINDOW_HELP, default_window, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
 
 HASHING_NOTE = ("note: no --bundle (or METEORA_EDGE_BUNDLE) given, so the hashing encoder is used: it matches words, "
-                "not meaning, and keeps more chunks; give --bundle DIR for semantic selection")
+                "not meaning; give --bundle DIR for semantic selection")
 
 
 def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trace: bool) -> tuple[str, str]:
@@ -48,12 +48,19 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
 @click.option("--rationales", "rationale_files", multiple=True,
-              help="File of rationales: tagged text, a JSON list, or {\"rationales\"|\"response\": …}.")
+              help="File of rationales (tagged text, a JSON list, or {\"rationales\"|\"response\": …}); or 'auto' (the "
+                   "default without rationales and LLM: the question's parts and a second hop, written by rule) or "
+                   "'query' (the question alone).")
 @click.option("--use-query-as-rationale", is_flag=True, help="Add the query to the given rationales.")
 @click.option("--expansion-window", type=click.IntRange(min=0), default=None, help=WINDOW_HELP)
 @click.option("--elbow-z", type=float, default=1.0, show_default=True, help="z-score threshold of the pooled elbow.")
 @click.option("--no-ecse", is_flag=True, help="Skip ECSE selection (pure MeVe: verify every candidate).")
-@click.option("--k-init", type=click.IntRange(min=1), default=20, show_default=True, help="Candidates fetched by kNN.")
+@click.option("--k-init", type=click.IntRange(min=1), default=None, help="Candidates fetched from the index by kNN (and BM25) [50].")
+@click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default=None,
+              help="How chunks are scored: cosine + BM25 standardised and added (hybrid, the default), cosine "
+                   "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
+@click.option("--pooled-z", type=float, default=None,
+              help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
@@ -94,7 +101,9 @@ def select(
     expansion_window: int | None,
     elbow_z: float,
     no_ecse: bool,
-    k_init: int,
+    k_init: int | None,
+    scoring: str | None,
+    pooled_z: float | None,
     verification: str | None,
     tau: float | None,
     n_min: int | None,
@@ -140,7 +149,10 @@ def select(
     chunks = read_chunks_file(chunks_file) if chunks_file else None
     if chunks is not None:
         document_texts(chunks)  # every chunk has a text, before anything loads
+    rationale_files, strategy = split_strategy(rationale_files)
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
+    if strategy and (rationales or generate_rationales):
+        raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
     if generate_rationales and rationales:
         raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
     if generate_rationales and not has_query:
@@ -161,6 +173,7 @@ def select(
     config = pipeline_config(
         index_dir is not None, k_init=k_init, expansion_window=window, elbow_z=elbow_z, verification=verification,
         tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
+        scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
     counter = load_token_counter(tokenizer)
     from meteora_edge.index.local_index import LocalIndex

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_json_file, read_text_file
-from meteora_edge.pipeline.engine import PipelineConfig
+from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
 WINDOW_HELP = (
@@ -45,12 +45,21 @@ def load_rationales(path: str) -> list[Rationale]:
     return parse_rationales(text)
 
 
+def split_strategy(files: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """``--rationales auto``/``query`` name a strategy, not a file: (the files, the strategy or None)."""
+    strategies = [f for f in files if f in RATIONALE_STRATEGIES]
+    if len(set(strategies)) > 1:
+        raise InputError("give one of --rationales auto or --rationales query, not both")
+    return tuple(f for f in files if f not in RATIONALE_STRATEGIES), strategies[0] if strategies else None
+
+
 def gather_rationales(
     query: str | None, texts: tuple[str, ...], files: tuple[str, ...], use_query: bool
 ) -> list[Rationale]:
     """Rationales from --rationale, --rationales (and the query on request), renumbered 1..N.
 
-    Empty when only a query is given: the pipeline then generates rationales or uses the query.
+    Empty when only a query is given: the pipeline then generates rationales, writes them by
+    rule (``auto``) or uses the query.
     """
     collected: list[Rationale] = []
     for text in texts:
@@ -101,7 +110,7 @@ def default_window(chunks: Sequence[object] | None) -> int:
 def pipeline_config(
     from_index: bool,
     *,
-    k_init: int,
+    k_init: int | None,
     expansion_window: int,
     elbow_z: float,
     verification: str | None,
@@ -111,11 +120,17 @@ def pipeline_config(
     t_max: int | None,
     oversize: str,
     no_ecse: bool,
+    scoring: str | None = None,
+    strategy: str | None = None,
+    pooled_z: float | None = None,
 ) -> PipelineConfig:
     """Index runs use the pipeline defaults; given chunks run only the phases asked for."""
     base = PipelineConfig() if from_index else PipelineConfig(n_min=None, theta_redundancy=None, t_max=None)
     return PipelineConfig(
-        k_init=k_init,
+        k_init=base.k_init if k_init is None else k_init,
+        scoring=base.scoring if scoring is None else scoring,
+        rationales=base.rationales if strategy is None else strategy,
+        pooled_z=base.pooled_z if pooled_z is None else pooled_z,
         use_ecse=not no_ecse,
         expansion_window=expansion_window,
         elbow_z_threshold=elbow_z,

@@ -52,8 +52,8 @@ def _origin(document: object, index_mode: bool, chunks_file: str | None) -> dict
 def _phase_scores(record: CandidateRecord | None) -> dict[str, float]:
     if record is None:
         return {}
-    named = {"retrieval": record.retrieval_score, "ecse": record.ecse_score, "relevance": record.relevance,
-             "bm25": record.bm25_score}
+    named = {"retrieval": record.retrieval_score, "dense": record.dense_score, "lexical": record.lexical_score,
+             "selection": record.ecse_score, "relevance": record.relevance, "bm25": record.bm25_score}
     return {k: round(v, 6) for k, v in named.items() if v is not None}
 
 
@@ -63,18 +63,20 @@ def passage_records(
     """One record per selected passage, in context order (rank 1 first).
 
     Keys: ``rank``, ``id`` (chunk id), ``text`` (as it enters the context), ``source``,
-    ``document``, ``start_pos``/``end_pos`` (null when unknown), ``score`` (the score the
-    pipeline ordered by), ``tokens``, ``metadata``; with ``detail="full"`` also ``scores`` (one
-    per phase), ``via`` (``selection`` or ``fallback``) and the ``verdict``.
+    ``document``, ``start_pos``/``end_pos`` (null when unknown), ``score`` (the priority score the
+    pipeline ordered by) and ``score_name`` (which score that is), ``tokens``, ``metadata``; with
+    ``detail="full"`` also ``scores`` (one per phase), ``via`` (``selection`` or ``fallback``)
+    and the ``verdict``.
     """
     by_id = {c.chunk_id: c for c in result.trace.candidates}
+    names = list(getattr(result, "score_names", None) or [None] * len(result.ids))
     out = []
-    for rank, (chunk_id, text, document, score) in enumerate(
-        zip(result.ids, result.passages, result.documents, result.scores), start=1
+    for rank, (chunk_id, text, document, score, name) in enumerate(
+        zip(result.ids, result.passages, result.documents, result.scores, names), start=1
     ):
         record = by_id.get(chunk_id)
         row = {"rank": rank, "id": chunk_id, "text": text, **_origin(document, index_mode, chunks_file),
-               "score": round(score, 6), "tokens": record.tokens if record is not None else None}
+               "score": round(score, 6), "score_name": name, "tokens": record.tokens if record is not None else None}
         row["metadata"] = row.pop("metadata")  # keep metadata last: it is the caller's, of any size
         if detail == "full":
             row["scores"] = _phase_scores(record)

@@ -44,7 +44,7 @@ _LAZY = {
     "MeteoraVerifier": "selection.verification",
     "OnnxCrossEncoder": "models.onnx_cross_encoder",
     "OnnxEncoder": "models.onnx_encoder",
-    "PipelineConfig": "pipeline.engine",
+    "PipelineConfig": "pipeline.config",
     "PipelineResult": "pipeline.engine",
     "RankedDocument": "selection.reranker",
     "Rationale": "selection.rationales",
@@ -89,7 +89,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.verification import MeteoraVerifier
     from .models.onnx_cross_encoder import OnnxCrossEncoder
     from .models.onnx_encoder import OnnxEncoder
-    from .pipeline.engine import PipelineConfig
+    from .pipeline.config import PipelineConfig
     from .pipeline.engine import PipelineResult
     from .selection.reranker import RankedDocument
     from .selection.rationales import Rationale

@@ -52,7 +52,9 @@ def test_select_reads_every_chunk_layout(tmp_path, layout):
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
     assert 1 in [p["id"] for p in data["passages"]]
-    assert data["rationales"] == [{"index": 1, "label": None, "text": "who may terminate", "flag_instructions": None}]
+    # no rationale and no LLM: rationales are written by rule, the question being the first
+    assert data["rationale_source"] == "auto"
+    assert data["rationales"][0] == {"index": 1, "label": "question", "text": "who may terminate", "flag_instructions": None}
 
 
 def test_query_is_added_to_given_rationales_on_request(tmp_path):
@@ -165,3 +167,31 @@ def _current_umask() -> int:
         if line.startswith("Umask:"):
             return int(line.split()[1], 8)
     return 0o022
+
+
+def test_select_scoring_and_rationale_strategy_options(tmp_path):
+    chunks = tmp_path / "c.json"
+    chunks.write_text(json.dumps(["fees are due monthly", "either party may terminate", "governing law is England"]))
+    outs = {}
+    for extra in (["--scoring", "dense", "--rationales", "query"], ["--rationales", "auto"], []):
+        out = tmp_path / f"o{len(outs)}.json"
+        result = run("select", "--chunks", str(chunks), "-q", "who may terminate", "-o", str(out), "--trace", *extra)
+        assert result.exit_code == 0, result.output
+        outs[" ".join(extra)] = json.loads(out.read_text())
+    dense = outs["--scoring dense --rationales query"]
+    assert dense["trace"]["config"]["scoring"] == "dense" and dense["rationale_source"] == "query-fallback"
+    assert outs["--rationales auto"]["rationale_source"] == "auto" == outs[""]["rationale_source"]
+    assert outs[""]["trace"]["config"]["scoring"] == "hybrid"
+
+
+@pytest.mark.parametrize("args, message", [
+    (["--rationales", "auto", "--rationales", "query"], "not both"),
+    (["--rationales", "auto", "--rationale", "fees"], "drop the other rationale options"),
+    (["--scoring", "semantic"], "Invalid value for '--scoring'"),
+])
+def test_select_strategy_conflicts_are_one_line_errors(tmp_path, args, message):
+    chunks = tmp_path / "c.json"
+    chunks.write_text(json.dumps(["a b", "c d"]))
+    result = run("select", "--chunks", str(chunks), "-q", "a", *args)
+    assert result.exit_code != 0 and message in result.output
+    assert "Traceback" not in result.output

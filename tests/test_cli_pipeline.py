@@ -82,8 +82,9 @@ def test_bad_pipeline_inputs(index_dir, tmp_path, args, message):
 
 
 def test_index_from_another_encoder_is_refused_by_select(index_dir, tmp_path):
-    manifest = json.loads((index_dir / "manifest.json").read_text())
+    generation = index_dir / json.loads((index_dir / "manifest.json").read_text())["generation"]
+    manifest = json.loads((generation / "manifest.json").read_text())
     manifest["encoder"]["id"] = "onnx:other"
-    (index_dir / "manifest.json").write_text(json.dumps(manifest))
+    (generation / "manifest.json").write_text(json.dumps(manifest))
     result = run("select", "--index", str(index_dir), "-q", "x")
     assert result.exit_code == 1 and "built with encoder 'onnx:other'" in result.output

@@ -19,7 +19,8 @@ from repo_paths import EXAMPLES, ROOT
 
 CLAUSES = str(EXAMPLES / "contract_clauses.json")
 RATIONALES = str(EXAMPLES / "contract_rationales.txt")
-PASSAGE_KEYS = ["rank", "id", "text", "source", "document", "start_pos", "end_pos", "score", "tokens", "metadata"]
+PASSAGE_KEYS = ["rank", "id", "text", "source", "document", "start_pos", "end_pos", "score", "score_name", "tokens",
+                "metadata"]
 
 
 def run(*args: str):

@@ -63,7 +63,9 @@ def test_metrics_on_a_hand_checked_case():
     assert report.answer_contained == 1.0 and report.answer_questions == 1
 
 
-@pytest.mark.parametrize("spec", ["nope", "topk-cosine", "topk-cosine:0", "bm25:x", "ecse-window:z", "pipeline:k=3", "ecse-llm"])
+@pytest.mark.parametrize("spec", ["nope", "topk-cosine", "topk-cosine:0", "bm25:x", "ecse-window:z", "pipeline:k=3", "ecse-llm",
+                                  "topk-hybrid:-1", "ecse:scoring=magic", "ecse:rationales=llm", "ecse:k_init=3",
+                                  "pipeline:scoring=magic", "pipeline:rationales=all"])
 def test_bad_method_specs(spec):
     with pytest.raises(ConfigError):
         build_method(spec, HashingEncoder())
@@ -72,7 +74,8 @@ def test_bad_method_specs(spec):
 @needs_dev
 def test_all_model_free_methods_run_on_the_dev_file_and_are_deterministic():
     questions = load_hotpot(str(DEV), limit=10)
-    specs = ["topk-cosine:3", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline:t_max=150"]
+    specs = ["topk-cosine:3", "bm25:3", "topk-hybrid:2", "ecse", "ecse:scoring=hybrid,rationales=auto", "ecse-window:1",
+             "meve", "pipeline:t_max=150", "pipeline:scoring=dense"]
     enc = HashingEncoder()
     first = evaluate(questions, {s: build_method(s, enc) for s in specs})
     second = evaluate(questions, {s: build_method(s, enc) for s in specs})
@@ -80,6 +83,14 @@ def test_all_model_free_methods_run_on_the_dev_file_and_are_deterministic():
         assert [r["selected"] for r in a.per_question] == [r["selected"] for r in b.per_question]
         assert 0 <= a.f1 <= 1 and 0 <= a.all_gold <= 1
     assert next(r for r in first if r.method == "topk-cosine:3").items == 3
+    assert next(r for r in first if r.method == "topk-hybrid:2").items == 2
+
+
+def test_topk_hybrid_is_the_fused_query_score():
+    q = EvalQuestion("q", "zanzibar treaty", "", ["alpha", "the zanzibar treaty of 1890", "beta gamma", "treaty"],
+                     frozenset({1}))
+    assert build_method("topk-hybrid:1", HashingEncoder())(q) == [1]
+    assert build_method("bm25:1", HashingEncoder())(q) == [1]
 
 
 @needs_dev

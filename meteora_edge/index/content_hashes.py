@@ -26,18 +26,20 @@ class _Records(Protocol):
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]: ...
 
 
-def _text_hash(text: str) -> bytes:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).digest()
+def _text_hash(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
 
 
-def _stored(index: _Records, wanted: set[bytes], batch: int = 4096) -> set[bytes]:
-    """The hashes in ``wanted`` that belong to a stored chunk."""
-    found: set[bytes] = set()
+def _stored(index: _Records, wanted: set[str], batch: int = 4096) -> set[str]:
+    """The hashes in ``wanted`` that belong to a stored chunk (the record's own ``sha256`` when
+    the index stores one, else the hash of its text)."""
+    found: set[str] = set()
     for lo in range(0, len(index), batch):
         if len(found) == len(wanted):
             break
         for record in index.records(range(lo, min(lo + batch, len(index)))):
-            digest = _text_hash(record["text"])
+            stored = record.get("sha256")
+            digest = stored if isinstance(stored, str) else _text_hash(record["text"])
             if digest in wanted:
                 found.add(digest)
     return found

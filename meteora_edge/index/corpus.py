@@ -19,7 +19,7 @@ from ..documents import document_text
 from ..errors import InputError
 from ..fileio import read_json_or_jsonl, read_text_file
 
-__all__ = ["SourceDocument", "read_documents", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
+__all__ = ["SourceDocument", "read_documents", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
 
 logger = logging.getLogger(__name__)
 
@@ -37,6 +37,16 @@ class SourceDocument:
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
     file: str | None = None
+
+
+def path_label(path: str | os.PathLike[str]) -> str:
+    """The path as valid UTF-8 text: bytes of a non-UTF-8 file name appear as ``\\xNN``.
+
+    Example:
+        >>> path_label(os.fsdecode(b"notes/caf\\xe9.txt"))
+        'notes/caf\\\\xe9.txt'
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
 def _unsupported(path: Path) -> str:
@@ -72,7 +82,8 @@ def _file_documents(path: Path) -> list[SourceDocument]:
     if path.suffix.lower() in JSON_SUFFIXES:
         return _json_documents(path)
     text = read_text_file(path)
-    return [SourceDocument(str(path), text, {"source": str(path)}, str(path))] if text.strip() else []
+    label = path_label(path)
+    return [SourceDocument(label, text, {"source": label}, label)] if text.strip() else []
 
 
 def read_documents(
@@ -83,7 +94,8 @@ def read_documents(
 ) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
 
-    Text and markdown files are one document each (id = file path). JSON/JSONL files
+    Text and markdown files are one document each (id = file path, see :func:`path_label`
+    for names that are not UTF-8). JSON/JSONL files
     hold a list of documents (strings or objects with ``text``/``content``/
     ``page_content``, optional ``id``, ``title`` and ``metadata``), also under
     ``{"documents": [...]}`` or ``{"chunks": [...]}``.
@@ -105,13 +117,15 @@ def read_documents(
     skipped: list[tuple[Path, str]] = []
 
     def skip(path: Path, reason: str) -> None:
+        label = path_label(path)
+        reason = reason.replace(str(path), label)  # a non-UTF-8 file name stays printable
         if strict:
-            raise InputError(f"{path}: {reason} (--strict)" if str(path) not in reason else f"{reason} (--strict)")
+            raise InputError(f"{reason} (--strict)" if label in reason else f"{label}: {reason} (--strict)")
         skipped.append((path, reason))
         if on_skip is not None:
             on_skip(path, reason)
         else:
-            logger.warning("skipped %s: %s", path, reason)
+            logger.warning("skipped %s: %s", label, reason)
 
     documents: list[SourceDocument] = []
     for path in _expand(paths, skip):
@@ -125,7 +139,7 @@ def read_documents(
         else:
             skip(path, "it holds no text")
     if not documents:
-        first = f"; skipped {len(skipped)} file(s), first {skipped[0][0]}: {skipped[0][1]}" if skipped else ""
+        first = f"; skipped {len(skipped)} file(s), first {path_label(skipped[0][0])}: {skipped[0][1]}" if skipped else ""
         raise InputError(f"the inputs hold no text to index{first}")
     return documents
 
@@ -144,11 +158,11 @@ def _json_documents(path: Path) -> list[SourceDocument]:
         try:
             body = document_text(item, position=position)
         except InputError as exc:
-            raise InputError(f"{path}: {exc}") from None
+            raise InputError(f"{path_label(path)}: {exc}") from None
         if not body.strip():
             continue
-        meta: dict[str, Any] = {"source": str(path)}
-        doc_id = f"{path}#{position}"
+        meta: dict[str, Any] = {"source": path_label(path)}
+        doc_id = f"{path_label(path)}#{position}"
         if isinstance(item, dict):
             if isinstance(item.get("id"), (str, int)):
                 doc_id = str(item["id"])
@@ -156,5 +170,5 @@ def _json_documents(path: Path) -> list[SourceDocument]:
                 meta["title"] = item["title"]
             if isinstance(item.get("metadata"), dict):
                 meta.update(item["metadata"])
-        out.append(SourceDocument(doc_id, body, meta, str(path)))
+        out.append(SourceDocument(doc_id, body, meta, path_label(path)))
     return out

@@ -40,9 +40,14 @@ __all__ = [
     "parse_verdict",
     "verify_chunks",
     "PARSE_ERROR",
+    "CONTEXT_OVERFLOW",
+    "VERDICT_ERRORS",
 ]
 
 PARSE_ERROR = "PARSE_ERROR"
+CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
+# flag types that say the verifier could not judge the chunk, not that its content is bad
+VERDICT_ERRORS = frozenset({PARSE_ERROR, CONTEXT_OVERFLOW})
 MAX_REASON_CHARS = 500
 MAX_RAW_CHARS = 2000
 _MODEL_METHODS = ("generate", "complete", "invoke")
@@ -148,6 +153,11 @@ class Verdict:
     @property
     def parse_error(self) -> bool:
         return PARSE_ERROR in self.flag_types
+
+    @property
+    def is_error(self) -> bool:
+        """The verifier gave no usable judgement (unparseable answer, prompt too long): a rejection, not a flag."""
+        return bool(self.flag_types) and set(self.flag_types) <= VERDICT_ERRORS
 
     def to_dict(self) -> dict[str, Any]:
         return {
