@@ -215,5 +215,5 @@ def _table(rows: Sequence[Mapping[str, Any]], result: PipelineResult, query: str
                      f"{text if len(text) <= room else text[: room - 1] + '…'}")
     if not rows:
         lines.append("(no passage selected)")
-    lines += ["", f"{len(rows)} passages, {result.tokens} tokens"] + _phase_lines(result)
+    lines += ["", f"{len(rows)} passage{'' if len(rows) == 1 else 's'}, {result.tokens} tokens"] + _phase_lines(result)
     return "\n".join(lines) + "\n"
