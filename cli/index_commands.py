@@ -12,6 +12,8 @@ import click
 
 from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
 from meteora_edge.index.content_hashes import unseen_documents
+from meteora_edge.errors import InputError
+from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
 from meteora_edge.index.local_index import LocalIndex
 
 from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
@@ -70,22 +72,33 @@ def index() -> None:
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index at --out (never anything else).")
+@click.option("--ann", type=click.Choice(ANN_KINDS), default=None,
+              help="Also build an approximate kNN structure (faiss; pip install \"meteora-edge[ann]\"): ivf or hnsw. "
+                   f"Used when the index holds {EXACT_BELOW:,}+ chunks.")
+@click.option("--ann-probe", type=click.IntRange(min=1), default=None,
+              help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
 @_strict_option
 @bundle_option
 @threads_option
 @precision_option
 def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool,
-          strict: bool, bundle: str | None, threads: int, precision: str) -> None:
+          ann: str | None, ann_probe: int | None, strict: bool, bundle: str | None, threads: int,
+          precision: str) -> None:
     """Index text, markdown, JSON and JSONL files (folders are searched recursively).
 
     A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
     with one warning line naming it and why; --strict fails instead.
     """
+    if ann_probe is not None and ann is None:
+        raise InputError("--ann-probe sets the ANN structure's search width; add --ann ivf or --ann hnsw")
+    ann_config = AnnConfig(kind=ann, probe=ann_probe) if ann else None
+    if ann_config is not None:
+        require_faiss()
     documents, skipped = _read(inputs, strict)
     encoder = encoder_from_options(bundle, threads, precision)
     with _progress("embedding") as progress:
         built = LocalIndex.build(out, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                 batch_size=batch_size, overwrite=overwrite, progress=progress)
+                                 batch_size=batch_size, overwrite=overwrite, progress=progress, ann=ann_config)
     click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {out}", err=True)
 
 

@@ -7,6 +7,7 @@ One version of an index is a generation folder (see :mod:`meteora_edge.index.gen
     chunks.jsonl         one chunk record per line (id, text, sha256 of the text, source, offsets, metadata)
     chunk_offsets.npy    byte offset of every line, so records load on demand
     bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
+    ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
 
 :meth:`LocalIndex.build` and :meth:`LocalIndex.add` hold the index's writer lock while
 they read its state and write a new generation, so concurrent writers queue up and none
@@ -30,10 +31,11 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
+from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .chunking import chunk_text
 from .content_hashes import record_file, unseen_documents
 from .corpus import SourceDocument
-from .manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
+from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
 from .snapshot import Snapshot, open_snapshot, read_npy
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
@@ -148,6 +150,10 @@ class LocalIndex:
         self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where))
         if self.bm25.n_docs != count:
             raise LocalIndexError(f"index {where}: BM25 covers {self.bm25.n_docs} chunks, vectors {count}; rebuild it")
+        self.ann: AnnIndex | None = None
+        if "ann" in manifest:
+            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=count, dimension=dim,
+                                where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
 
@@ -171,13 +177,15 @@ class LocalIndex:
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
+        ann: AnnConfig | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
         ``out`` may be missing or empty; an existing index is replaced only with
         ``overwrite``; anything else (a file, a folder of other files) is refused untouched.
         Embedding runs first; then, under the writer lock, a new generation is written and
-        switched in, so readers of the old index keep reading it.
+        switched in, so readers of the old index keep reading it. With ``ann`` an ANN
+        structure is built over the vectors too (needs the ``ann`` extra).
 
         Returns:
             The new index, opened.
@@ -186,6 +194,7 @@ class LocalIndex:
             InputError: no documents, bad text or metadata, or ``out`` is not free to write.
             ConfigError: bad chunking or batch settings.
             LocalIndexError: the folder cannot be written (the previous index stays).
+            MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
         if target_state(target) == "index" and not overwrite:
@@ -197,6 +206,10 @@ class LocalIndex:
             raise InputError("the documents hold no text to index")
         vectors = _embed_batches(encoder, texts, batch_size, progress)
         bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
+        ann_bytes = None
+        if ann is not None:
+            entry = ann_entry(ann, len(vectors))
+            ann_bytes = build_ann(vectors, entry)
         manifest = {
             "format": INDEX_FORMAT,
             "format_version": INDEX_FORMAT_VERSION,
@@ -204,12 +217,13 @@ class LocalIndex:
             "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
             "created": _now(),
             "last_write": {"op": "build", "chunks": len(lines)},
+            **({"ann": entry} if ann is not None else {}),
         }
         with writer_lock(target, create=True):
             if target_state(target) == "index" and not overwrite:  # another build got there first
                 raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
             with new_generation(target) as writer:
-                _write(writer, manifest, vectors, lines, None, bm25)
+                _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
             return cls.load(target, encoder=encoder, verify=False)
 
     def add(
@@ -228,6 +242,8 @@ class LocalIndex:
         may be newer than ``self``), never to a stale copy. Documents that version already
         holds (every chunk's text has a stored chunk's sha256) are left out unless
         ``allow_duplicates``; when none is left, that version is returned and nothing is written.
+        An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
+        lists it was trained on; rebuild after the corpus has changed a lot).
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
@@ -252,9 +268,11 @@ class LocalIndex:
                 **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
                 "format_version": INDEX_FORMAT_VERSION,
                 "last_write": {"op": "add", "chunks": len(lines)},
+                **({"ann": base.manifest["ann"]} if base.ann is not None else {}),
             }
+            ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
             with new_generation(self.root) as writer:
-                _write(writer, manifest, vectors, lines, base, bm25)
+                _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
             return LocalIndex.load(self.root, encoder=encoder, verify=False)
 
     def _copy_records(self, out: Any) -> np.ndarray:
@@ -323,11 +341,30 @@ class LocalIndex:
             out.append(record)
         return out
 
-    def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first."""
+    def search(self, query_vector: np.ndarray, k: int, *, exact: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first.
+
+        Args:
+            query_vector: the query's embedding.
+            k: how many neighbours.
+            exact: ``None`` (the default) uses the index's ANN structure when it has one and
+                holds at least :data:`~meteora_edge.index.ann_index.EXACT_BELOW` chunks, else
+                reads every vector; ``True`` always reads every vector; ``False`` always uses
+                the ANN structure. ANN candidates are scored with their exact cosines.
+
+        Raises:
+            InputError: a query of another dimension, or ``exact=False`` on an index without ANN.
+        """
         q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
         if q.shape[0] != self.vectors.shape[1]:
             raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.vectors.shape[1]}")
+        if exact is False and self.ann is None:
+            raise InputError(f"index {self.root} has no ANN structure; rebuild it with 'index build --ann ivf'")
+        if self.ann is not None and (exact is False or (exact is None and len(self) >= EXACT_BELOW)):
+            candidates = self.ann.candidates(q, k)
+            scores = np.asarray(self.vectors[candidates] @ q)
+            best = top_k_indices(scores, k)
+            return candidates[best], scores[best]
         scores = np.asarray(self.vectors @ q)
         best = top_k_indices(scores, k)
         return best, scores[best]
@@ -335,6 +372,14 @@ class LocalIndex:
     def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """BM25 over the whole index: the ``k`` best chunk ids with a positive score."""
         return self.bm25.search(query, k)
+
+    def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
+        return np.asarray(self.bm25.scores(bm25_tokens(text)), dtype=np.float64)[list(ids)]
+
+    def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
+        """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""
+        return np.asarray(self.vectors[list(ids)], dtype=np.float32)
 
     def info(self) -> dict[str, Any]:
         """A summary: path, version, counts, encoder, chunking, dates and size in bytes.
@@ -358,6 +403,7 @@ class LocalIndex:
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
+            "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),
             "last_write": self.manifest.get("last_write"),
@@ -372,8 +418,9 @@ def _write(
     lines: list[bytes],
     base: LocalIndex | None,
     bm25: BM25Index,
+    ann_bytes: bytes | None,
 ) -> None:
-    """Write one generation: the base version's chunks (if any) followed by ``lines``."""
+    """Write one generation: the base version's chunks (if any) followed by ``lines`` (and the ANN structure)."""
     writer.write_array("vectors.npy", vectors)
     with writer.stream("chunks.jsonl") as out:
         old = base._copy_records(out) if base is not None else np.zeros(0, dtype=np.int64)
@@ -385,4 +432,6 @@ def _write(
     for name, array in bm25.arrays().items():
         writer.write_array(name, array)
     writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
+    if ann_bytes is not None:
+        writer.write_bytes(ANN_FILE, ann_bytes)
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})
