@@ -24,6 +24,7 @@ from .encoder_option import (
     precision_option,
     threads_option,
 )
+from .index_location import INDEX_HELP, open_index
 from .llm_options import check_llm_bundle, llm_roles
 from .output import check_output_path
 from .select_inputs import WINDOW_HELP, default_window, gather_rationales, pipeline_config, split_strategy
@@ -43,8 +44,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 
 @click.command()
 @click.option("--chunks", "chunks_file", default=None, help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks.")
-@click.option("--index", "index_dir", default=None, type=click.Path(file_okay=False),
-              help="Local index folder to retrieve candidates from (kNN).")
+@click.option("--index", "index_dir", default=None, help=INDEX_HELP)
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
 @click.option("--rationales", "rationale_files", multiple=True,
@@ -131,15 +131,15 @@ def select(
     """Select the evidence worth sending to an answer model.
 
     With --chunks, ECSE selects among the given chunks (and any of --tau/--n-min/--theta/--t-max
-    adds that phase). With --index, the whole pipeline runs over a local index: kNN,
-    ECSE, verification, BM25 fallback, de-duplication and the token budget.
+    adds that phase). With --index, the whole pipeline runs over a local index or a Milvus
+    collection: kNN, ECSE, verification, BM25 fallback, de-duplication and the token budget.
 
     Prints every selected passage with its id, source, offsets, score, tokens and metadata,
     and one summary line per phase; --trace gives the full record.
     """
     # 1. options and input files, before anything loads
     if (chunks_file is None) == (index_dir is None):
-        raise InputError("give exactly one of --chunks FILE or --index DIR")
+        raise InputError("give exactly one of --chunks FILE or --index DIR|milvus://…")
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
         check_output_path(output)
@@ -176,9 +176,7 @@ def select(
         scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
     counter = load_token_counter(tokenizer)
-    from meteora_edge.index.local_index import LocalIndex
-
-    index = LocalIndex.load(index_dir) if index_dir else None
+    index = open_index(index_dir) if index_dir else None
     check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
 
     # 2. models, cheapest first

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING, Any
 
 from .errors import (
     BundleError,
+    CollectionError,
     ConfigError,
     InputError,
     LocalIndexError,
@@ -29,6 +30,7 @@ from .errors import (
 _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
+    "CorpusIndex": "index.corpus_index",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
@@ -39,6 +41,7 @@ _LAZY = {
     "LocalLLM": "models.llm_model",
     "MeVeConfig": "pipeline.meve",
     "MeVeEngine": "pipeline.meve",
+    "MilvusIndex": "index.milvus_index",
     "MeteoraReranker": "selection.reranker",
     "MeteoraSelector": "selection.ecse",
     "MeteoraVerifier": "selection.verification",
@@ -74,6 +77,7 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
     from .pipeline.meve import ContextChunk
+    from .index.corpus_index import CorpusIndex
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
@@ -84,6 +88,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.llm_model import LocalLLM
     from .pipeline.meve import MeVeConfig
     from .pipeline.meve import MeVeEngine
+    from .index.milvus_index import MilvusIndex
     from .selection.reranker import MeteoraReranker
     from .selection.ecse import MeteoraSelector
     from .selection.verification import MeteoraVerifier
@@ -135,8 +140,10 @@ __all__ = [
     "__version__",
     "BundleError",
     "Chunk",
+    "CollectionError",
     "ConfigError",
     "ContextChunk",
+    "CorpusIndex",
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",
@@ -153,6 +160,7 @@ __all__ = [
     "MeteoraReranker",
     "MeteoraSelector",
     "MeteoraVerifier",
+    "MilvusIndex",
     "MissingExtraError",
     "ModelError",
     "OnnxCrossEncoder",

@@ -19,11 +19,10 @@ that the same encoder made the index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -32,84 +31,23 @@ import numpy as np
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
-from .chunking import chunk_text
+from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
 from .content_hashes import record_file, unseen_documents
 from .corpus import SourceDocument
 from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
 from .snapshot import Snapshot, open_snapshot, read_npy
-from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
+from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..selection.stages import top_k_indices
 
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
-Progress = Callable[[int, int], None]
 _COPY_BLOCK = 1 << 20
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _record_line(record: dict[str, Any]) -> bytes:
-    """One chunks.jsonl line: the record with the sha256 of its text, strict JSON (no NaN) in UTF-8."""
-    try:
-        digest = hashlib.sha256(record["text"].encode("utf-8")).hexdigest()
-        rest = {k: v for k, v in record.items() if k not in ("id", "text", "sha256")}
-        line = {"id": record["id"], "text": record["text"], "sha256": digest, **rest}
-        return json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
-        raise InputError(f"document {record['source']!r} holds a lone surrogate ({bad}) that UTF-8 cannot store; "
-                         "fix the document's text or metadata") from None
-    except ValueError:
-        raise InputError(f"the metadata of document {record['source']!r} holds NaN or Infinity, which JSON cannot "
-                         "store; remove the value or write it as a string") from None
-    except TypeError as exc:
-        raise InputError(f"the metadata of document {record['source']!r} is not JSON ({exc})") from None
-
-
-def _chunk_records(
-    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
-) -> tuple[list[str], list[bytes]]:
-    """Chunk every document; return the chunk texts and their serialised records."""
-    texts: list[str] = []
-    lines: list[bytes] = []
-    for document in documents:
-        for chunk in chunk_text(document.text, chunk_size, overlap):
-            lines.append(_record_line({
-                "id": start_id + len(lines),
-                "text": chunk.text,
-                "source": document.source_id,
-                "position": chunk.index,
-                "start": chunk.start_pos,
-                "end": chunk.end_pos,
-                "metadata": document.metadata,
-                "file": document.file,
-            }))
-            texts.append(chunk.text)
-    return texts, lines
-
-
-def _embed_batches(encoder: EncoderLike, texts: list[str], batch_size: int, progress: Progress | None) -> np.ndarray:
-    parts = []
-    for lo in range(0, len(texts), batch_size):
-        parts.append(embed(encoder, texts[lo : lo + batch_size]))
-        if progress:
-            progress(min(lo + batch_size, len(texts)), len(texts))
-    return normalize_rows(np.concatenate(parts).astype(np.float32)).astype(np.float32)
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with NaN/Infinity replaced by None (format-1 records could hold them)."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 class LocalIndex:
@@ -201,10 +139,10 @@ class LocalIndex:
             raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        texts, lines = _chunk_records(documents, 0, chunk_size, overlap)
+        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
-        vectors = _embed_batches(encoder, texts, batch_size, progress)
+        vectors = embed_batches(encoder, texts, batch_size, progress)
         bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
         ann_bytes = None
         if ann is not None:
@@ -258,10 +196,10 @@ class LocalIndex:
                 if not documents:
                     return base  # everything is in the index already: nothing to write
             chunking = base.manifest["chunking"]
-            texts, lines = _chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
+            texts, lines = chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
             if not lines:
                 raise InputError("the documents hold no text to add")
-            new_vectors = _embed_batches(encoder, texts, batch_size, progress)
+            new_vectors = embed_batches(encoder, texts, batch_size, progress)
             vectors = np.concatenate([np.asarray(base.vectors), new_vectors])
             bm25 = base.bm25.extend(bm25_tokens(t) for t in texts)
             manifest = {
@@ -286,7 +224,7 @@ class LocalIndex:
         for start in range(0, len(self), 4096):
             for record in self.records(range(start, min(start + 4096, len(self)))):
                 offsets.append(out.size)
-                out.write(_record_line(_finite(record)))
+                out.write(record_line(finite(record)))
         return np.asarray(offsets, dtype=np.int64)
 
     # ----------------------------------------------------------------- reading

@@ -1,0 +1,40 @@
+"""Opening the index a command names: a local index folder or a ``milvus://`` URL."""
+
+from __future__ import annotations
+
+import logging
+
+from meteora_edge.index.corpus_index import CorpusIndex
+from meteora_edge.index.milvus_location import is_milvus_url, parse_milvus_url
+from meteora_edge.models.encoders import EncoderLike
+
+INDEX_HELP = ("Index to retrieve from: a local index folder, or a Milvus collection as milvus://PATH.db (Milvus Lite), "
+              "milvus://HOST:PORT or milvus+https://HOST:PORT, with an optional ?collection=NAME.")
+
+
+def quiet_milvus_logs() -> None:
+    """pymilvus logs each failed call with a traceback on its own stderr handler, and Milvus Lite
+    its start-up failures: keep them off stderr (errors reach the user as one line) unless --verbose."""
+    if logging.getLogger().isEnabledFor(logging.INFO) and logging.getLogger().handlers:
+        return
+    for name in ("pymilvus", "milvus_lite"):
+        logging.getLogger(name).setLevel(logging.CRITICAL + 1)
+
+
+def open_index(spec: str, *, encoder: EncoderLike | None = None) -> CorpusIndex:
+    """The index ``spec`` names, checked (and, given ``encoder``, checked against it).
+
+    Raises:
+        LocalIndexError / CollectionError: missing, damaged, unreachable or another encoder's.
+        InputError: a malformed milvus:// URL.
+        MissingExtraError: a Milvus URL without the milvus extra.
+    """
+    if is_milvus_url(spec):
+        from meteora_edge.index.milvus_index import MilvusIndex
+
+        location = parse_milvus_url(spec)
+        quiet_milvus_logs()
+        return MilvusIndex.open(location, encoder=encoder)
+    from meteora_edge.index.local_index import LocalIndex
+
+    return LocalIndex.load(spec, encoder=encoder)
