@@ -313,7 +313,7 @@ class LocalIndex:
 
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
-        return np.asarray(self.bm25.scores(bm25_tokens(text)), dtype=np.float64)[list(ids)]
+        return self.bm25.scores_for(bm25_tokens(text), ids)
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""

@@ -73,7 +73,7 @@ class InMemoryIndex:
 
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """BM25 of ``text`` for each of ``ids`` (over every chunk, whatever the BM25 scope)."""
-        return np.asarray(self.bm25.scores(bm25_tokens(text)), dtype=np.float64)[list(ids)]
+        return self.bm25.scores_for(bm25_tokens(text), ids)
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         return self.vectors[list(ids)]

@@ -88,11 +88,11 @@ def test_exact_false_without_an_ann_is_refused(tmp_path):
 
 
 @pytest.mark.parametrize("config,count,factory,probe", [
-    (AnnConfig(kind="ivf"), 1_000_000, "IVF4000,SQ8", 100),
-    (AnnConfig(kind="ivf"), 100_000, "IVF1265,SQ8", 32),
+    (AnnConfig(kind="ivf"), 1_000_000, "IVF4000,SQ8", 250),
+    (AnnConfig(kind="ivf"), 100_000, "IVF1265,SQ8", 80),
     (AnnConfig(kind="ivf"), 50, "IVF1,SQ8", 1),
     (AnnConfig(kind="ivf", probe=7), 100_000, "IVF1265,SQ8", 7),
-    (AnnConfig(kind="hnsw"), 10, "HNSW32,SQ8", 128),
+    (AnnConfig(kind="hnsw"), 10, "HNSW32,SQ8", 256),
 ])
 def test_ann_sizes_follow_the_corpus(config, count, factory, probe):
     assert ann_entry(config, count) == {"kind": config.kind, "factory": factory, "probe": probe}
