@@ -237,6 +237,7 @@ def main() -> None:
     encoder = HashingEncoder()
     corpus = synthetic_corpus(max(sizes + [args.milvus_chunks]))
     queries = queries_from(corpus, args.queries)
+    print(f"RSS with the corpus strings in memory (the baseline of every RSS below): {rss_gb():.2f} GB")
     work = Path(tempfile.mkdtemp(prefix="meteora-scale-", dir=args.work))
     try:
         for n in sizes:

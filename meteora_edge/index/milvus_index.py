@@ -194,7 +194,9 @@ class MilvusIndex:
                                   "rebuild it")
         full_text = any(str(getattr(f.get("type"), "name", f.get("type"))).upper() == "BM25"
                         and list(f.get("output_field_names") or []) == ["sparse"] for f in description.get("functions", []))
-        _call(location, "load_collection", client.load_collection, name)
+        state = _call(location, "get_load_state", client.get_load_state, name).get("state")
+        if getattr(state, "name", str(state)) != "Loaded":  # never reload: a cluster may hold it with N replicas
+            _call(location, "load_collection", client.load_collection, name)
         rows = _call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
         return cls(client, location, properties, int(rows[0]["count(*)"]), full_text)
 
