@@ -124,7 +124,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
     encoder = encoder_from_options(bundle, threads, precision)
     with _progress("embedding") as progress:
         if location is None:
-            built = LocalIndex.build(out, documents, encoder, chunk_size=chunk_size, overlap=overlap,  # type: ignore[arg-type]
+            built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                      batch_size=batch_size, overwrite=overwrite, progress=progress,
                                      ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None)
             where = out

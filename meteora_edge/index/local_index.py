@@ -32,7 +32,7 @@ import numpy as np
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
-from .content_hashes import record_file, unseen_documents
+from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
 from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
@@ -325,19 +325,14 @@ class LocalIndex:
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        documents: set[Any] = set()
-        files: set[Any] = set()
-        if len(self) <= 200_000:
-            for record in self.records(range(len(self))):
-                documents.add(record["source"])
-                files.add(record_file(record))
+        files, documents = source_counts(self)
         return {
             "path": str(self.root),
             "format_version": self.manifest["format_version"],
             "generation": self.generation,
             "chunks": len(self),
-            "sources": len(files) if files else None,
-            "documents": len(documents) if documents else None,
+            "sources": files,
+            "documents": documents,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),

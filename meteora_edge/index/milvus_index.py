@@ -44,7 +44,7 @@ import numpy as np
 from ..errors import CollectionError, InputError
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from .chunk_records import Progress, chunk_records, embed_batches
-from .content_hashes import record_file, unseen_documents
+from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
 from .milvus_location import MilvusLocation, connect, milvus_error
 
@@ -193,7 +193,8 @@ class MilvusIndex:
             raise CollectionError(f"collection {where} does not have meteora-edge's schema ({missing or 'dimension'}); "
                                   "rebuild it")
         full_text = any(str(getattr(f.get("type"), "name", f.get("type"))).upper() == "BM25"
-                        and list(f.get("output_field_names") or []) == ["sparse"] for f in description.get("functions", []))
+                        and list(f.get("output_field_names") or []) == ["sparse"]
+                        for f in description.get("functions", []))
         state = _call(location, "get_load_state", client.get_load_state, name).get("state")
         if getattr(state, "name", str(state)) != "Loaded":  # never reload: a cluster may hold it with N replicas
             _call(location, "load_collection", client.load_collection, name)
@@ -334,7 +335,8 @@ class MilvusIndex:
         """Cosine kNN in Milvus: the ``k`` nearest chunk ids and their cosines, best first."""
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.manifest["encoder"]["dimension"]:
-            raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.manifest['encoder']['dimension']}")
+            raise InputError(f"query vector has dimension {q.shape[0]}, "
+                             f"the index {self.manifest['encoder']['dimension']}")
         if k <= 0 or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         hits = _call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
@@ -368,20 +370,14 @@ class MilvusIndex:
 
     def info(self) -> dict[str, Any]:
         """A summary: backend, location, counts, encoder, chunking and what Milvus indexes."""
-        documents: set[Any] = set()
-        files: set[Any] = set()
-        if self.count <= 200_000:
-            for lo in range(0, self.count, _FETCH_BATCH):
-                for record in self.records(range(lo, min(lo + _FETCH_BATCH, self.count))):
-                    documents.add(record["source"])
-                    files.add(record_file(record))
+        files, documents = source_counts(self)
         return {
             "backend": "milvus",
             "uri": self.location.uri,
             "collection": self.location.collection,
             "chunks": self.count,
-            "sources": len(files) if files else None,
-            "documents": len(documents) if documents else None,
+            "sources": files,
+            "documents": documents,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "created": self.manifest["created"],

@@ -31,7 +31,8 @@ from urllib.parse import parse_qs
 from ..errors import CollectionError, InputError, MissingExtraError
 
 __all__ = [
-    "DEFAULT_COLLECTION", "MilvusLocation", "connect", "is_milvus_url", "milvus_error", "milvus_location", "parse_milvus_url",
+    "DEFAULT_COLLECTION", "MilvusLocation", "connect", "is_milvus_url", "milvus_error", "milvus_location",
+    "parse_milvus_url",
 ]
 
 DEFAULT_COLLECTION = "meteora_edge"
@@ -90,7 +91,8 @@ def milvus_location(uri: str, collection: str | None = None) -> MilvusLocation:
     if text.lower().startswith(("http://", "https://")):
         scheme, rest = text.split("://", 1)
         if not _HOST_PORT.fullmatch(rest.rstrip("/")):
-            raise InputError(f"Milvus server URI {uri!r} must be {scheme.lower()}://HOST:PORT, e.g. http://localhost:19530")
+            raise InputError(f"Milvus server URI {uri!r} must be {scheme.lower()}://HOST:PORT, "
+                             "e.g. http://localhost:19530")
         text = f"{scheme.lower()}://{rest.rstrip('/')}"
     elif "://" in text:
         raise InputError(f"Milvus URI {uri!r}: give a Milvus Lite path ending in .db or http(s)://HOST:PORT")

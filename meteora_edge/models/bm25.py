@@ -249,7 +249,8 @@ class BM25Index:
         ):
             raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
         if not _postings_sorted(term_ptr, doc_ids):
-            raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; rebuild the index")
+            raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
+                                  "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, **params)
 
 

@@ -1,7 +1,6 @@
 """The optional ANN structure of the local index: recall against exact search, exact scores,
 equality on tiny indexes, index add, and refusal of a tampered or mismatched ann.faiss."""
 
-import hashlib
 import json
 import sys
 from pathlib import Path
@@ -16,6 +15,8 @@ from meteora_edge.errors import InputError, LocalIndexError, MissingExtraError
 from meteora_edge.index.ann_index import AnnConfig, ann_entry
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.local_index import LocalIndex
+
+from test_index_manifest import _generation, _rewrite  # recompute every hash, as an attacker would
 
 pytest.importorskip("faiss")
 
@@ -106,19 +107,6 @@ def test_bad_ann_settings_are_refused(kwargs):
 
 # -- a tampered ann.faiss or manifest entry is refused in one line ---------------------------------
 
-def _generation(root: Path) -> Path:
-    return root / json.loads((root / "manifest.json").read_text())["generation"]
-
-
-def _rehash(folder: Path, change=lambda m: None) -> None:
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for name, entry in manifest["files"].items():
-        data = (folder / name).read_bytes()
-        entry.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    change(manifest)
-    (folder / "manifest.json").write_text(json.dumps(manifest))
-
-
 def _other_ann(tmp_path: Path, kind: str, n: int) -> bytes:
     other = LocalIndex.build(tmp_path / f"other-{kind}-{n}", _corpus(n, seed=5), ENC, chunk_size=64, overlap=0,
                              ann=AnnConfig(kind=kind))
@@ -149,7 +137,7 @@ def test_a_tampered_ann_file_is_refused(tmp_path, name):
     change, rehash, expected = TAMPERING[name]
     change(gen, tmp_path)
     if rehash:
-        _rehash(gen)
+        _rewrite(gen)
     with pytest.raises(LocalIndexError) as info:
         LocalIndex.load(tmp_path / "ix")
     assert expected in str(info.value) and "\n" not in str(info.value), str(info.value)
@@ -169,7 +157,7 @@ MANIFEST_EDITS = {
 @pytest.mark.parametrize("name", sorted(MANIFEST_EDITS))
 def test_ann_manifest_entries_off_the_schema_are_refused(tmp_path, name):
     LocalIndex.build(tmp_path / "ix", _corpus(120), ENC, chunk_size=64, overlap=0, ann=AnnConfig(kind="ivf"))
-    _rehash(_generation(tmp_path / "ix"), MANIFEST_EDITS[name])
+    _rewrite(_generation(tmp_path / "ix"), MANIFEST_EDITS[name])
     with pytest.raises(LocalIndexError, match="corrupt"):
         LocalIndex.load(tmp_path / "ix")
 
