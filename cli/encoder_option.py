@@ -25,13 +25,6 @@ def encoder_from_options(bundle: str | None, threads: int, precision: str) -> En
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:
     """The bundle's ONNX cross-encoder (the ladder's second rung), or None when it has none."""
-    if bundle is None:
-        return None
-    from meteora_edge.models.bundle import Bundle
+    from meteora_edge.models.onnx_cross_encoder import load_cross_encoder
 
-    loaded = Bundle.load(bundle)
-    if "cross_encoder" not in loaded.components:
-        return None
-    from meteora_edge.models.onnx_cross_encoder import OnnxCrossEncoder
-
-    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)
+    return load_cross_encoder(bundle, threads=threads)

@@ -16,6 +16,7 @@ from meteora_edge.models.encoders import encoder_id
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
+from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import (
     bundle_option,
@@ -24,9 +25,8 @@ from .encoder_option import (
     precision_option,
     threads_option,
 )
-from .llm_options import check_llm_bundle, llm_roles
 from .output import check_output_path
-from .select_inputs import WINDOW_HELP, default_window, gather_rationales, pipeline_config, split_strategy
+from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
 
 HASHING_NOTE = ("note: no --bundle (or METEORA_EDGE_BUNDLE) given, so the hashing encoder is used: it matches words, "
@@ -169,9 +169,8 @@ def select(
 
         shots = load_sample_shots(sample_shots)
         check_shots(shots)
-    window = default_window(chunks) if expansion_window is None else expansion_window
     config = pipeline_config(
-        index_dir is not None, k_init=k_init, expansion_window=window, elbow_z=elbow_z, verification=verification,
+        index_dir is not None, chunks=chunks, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z, verification=verification,
         tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
         scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
