@@ -53,9 +53,10 @@ def _origin(document: object, index_mode: bool, default_source: str | None) -> d
         return {"source": source, "document": None,
                 "start_pos": _int_or_none(document.get("start_pos", document.get("start"))),
                 "end_pos": _int_or_none(document.get("end_pos", document.get("end"))), "metadata": meta}
-    own = getattr(document, "metadata", None)
-    return {"source": default_source, "document": None, "start_pos": None, "end_pos": None,
-            "metadata": dict(own) if isinstance(own, Mapping) else {}}
+    own = getattr(document, "metadata", None)  # a Chunk, a LangChain Document, a LlamaIndex node
+    meta = dict(own) if isinstance(own, Mapping) else {}
+    return {"source": meta.get("source") or default_source, "document": None, "start_pos": None, "end_pos": None,
+            "metadata": meta}
 
 
 def _phase_scores(record: CandidateRecord | None) -> dict[str, float]:
