@@ -13,7 +13,8 @@ the same selection through the CLI, HTTP and stdio:
 * ``detail`` — ``"summary"`` (default) or ``"full"`` (``--trace``: every candidate, verdict and stage);
 * ``generate_rationales`` / ``verify`` — the GGUF roles (the server needs ``--llm``);
 * any :class:`~meteora_edge.pipeline.config.PipelineConfig` setting by its name (``k_init``,
-  ``tau_relevance``, ``t_max``, …), with the defaults of :func:`~meteora_edge.pipeline.config.select_config`.
+  ``tau_relevance``, ``t_max``, …), with the defaults of :func:`~meteora_edge.pipeline.config.select_config`;
+  the resource limits (``max_candidates``, ``max_chunk_chars``, ``max_rationales``) may only be lowered.
 
 Example:
     >>> request = parse_select_request(b'{"query": "who may terminate?", "chunks": ["Either party may terminate."]}')
@@ -38,6 +39,7 @@ __all__ = ["SelectRequest", "parse_select_request", "REQUEST_KEYS", "SETTING_KEY
 
 REQUEST_KEYS = ("query", "chunks", "index", "rationales", "detail", "generate_rationales", "verify")
 SETTING_KEYS = tuple(f.name for f in fields(PipelineConfig) if f.name != "rationales")
+LIMIT_KEYS = ("max_candidates", "max_chunk_chars", "max_rationales")
 
 
 @dataclass(frozen=True)
@@ -66,7 +68,8 @@ def _reject_constant(name: str) -> float:
 def read_json_body(body: bytes | str) -> Any:
     """Parse a request body as strict JSON (no NaN/Infinity), or raise a one-line InputError."""
     try:
-        return json.loads(body, parse_constant=_reject_constant)
+        text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
+        return json.loads(text, parse_constant=_reject_constant)
     except UnicodeDecodeError:
         raise InputError("the body is not UTF-8 text; send JSON") from None
     except json.JSONDecodeError as exc:
@@ -141,6 +144,10 @@ def parse_select_request(body: bytes | str | Mapping[str, Any]) -> SelectRequest
     if generate and not has_query:
         raise InputError("'generate_rationales' needs a non-empty 'query'")
     settings = {k: data[k] for k in SETTING_KEYS if k in data}
+    for key in LIMIT_KEYS:
+        limit, value = getattr(PipelineConfig(), key), settings.get(key)
+        if isinstance(value, int) and not isinstance(value, bool) and value > limit:
+            raise InputError(f"{key} may only lower the server's limit ({limit}), got {value}")
     verification = settings.get("verification")
     if verify and verification not in (None, "llm", "auto"):
         raise InputError(f"'verify' uses the LLM verifier; it conflicts with verification {verification!r}")
