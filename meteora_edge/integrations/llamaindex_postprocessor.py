@@ -61,7 +61,9 @@ class MeteoraNodePostprocessor(BaseNodePostprocessor):
     precision: str = "int8"
     _selector: DocumentSelector = PrivateAttr()
 
-    def model_post_init(self, context: Any) -> None:
+    def __init__(self, **data: Any) -> None:
+        super().__init__(**data)
+        # built after pydantic's validation, so a bad setting raises ConfigError itself, not a ValidationError
         self._selector = DocumentSelector(
             bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
             rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
