@@ -1,4 +1,4 @@
-"""The options that choose the encoder, shared by every command that embeds text."""
+"""The options that choose the models (encoder, budget tokenizer, GGUF runtime), shared by the commands."""
 
 from __future__ import annotations
 
@@ -15,6 +15,13 @@ threads_option = click.option("--threads", type=click.IntRange(min=1), default=1
                               help="CPU threads for the encoder.")
 precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True,
                                 help="Which ONNX encoder of the bundle to run.")
+
+tokenizer_option = click.option("--tokenizer", default=None,
+                                help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
+llm_threads_option = click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True,
+                                  help="CPU threads of the GGUF model.")
+context_size_option = click.option("--context-size", type=click.IntRange(min=256), default=None,
+                                   help="Context of the GGUF model [the bundle's].")
 
 
 def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:

@@ -20,10 +20,13 @@ from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import (
     bundle_option,
+    context_size_option,
     cross_encoder_from_options,
     encoder_from_options,
+    llm_threads_option,
     precision_option,
     threads_option,
+    tokenizer_option,
 )
 from .output import check_output_path
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
@@ -69,8 +72,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")
 @click.option("--oversize", type=click.Choice(["drop", "truncate"]), default="drop", show_default=True,
               help="A chunk larger than the whole budget is dropped or cut to fit.")
-@click.option("--tokenizer", default=None,
-              help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
+@tokenizer_option
 @bundle_option
 @threads_option
 @precision_option
@@ -80,8 +82,8 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
               help="Few-shot examples for --generate-rationales (JSON, JSONL or text; METEORA's forms) [the shipped ones].")
 @click.option("--domain", default=None, help="Subject named in the GGUF prompts, e.g. 'online store policies'.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
-@click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="CPU threads of the GGUF model.")
-@click.option("--context-size", type=click.IntRange(min=256), default=None, help="Context of the GGUF model [the bundle's].")
+@llm_threads_option
+@context_size_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="json (default: the stable object), jsonl (a passage a line), table, or text (passages ready for a prompt).")
 @click.option("--detail", type=click.Choice(DETAILS), default=None,

@@ -8,7 +8,14 @@ import click
 
 from meteora_edge.errors import InputError
 
-from .encoder_option import bundle_option, precision_option, threads_option
+from .encoder_option import (
+    bundle_option,
+    context_size_option,
+    llm_threads_option,
+    precision_option,
+    threads_option,
+    tokenizer_option,
+)
 from .select_command import HASHING_NOTE
 
 
@@ -22,14 +29,13 @@ from .select_command import HASHING_NOTE
 @click.option("--stdio", is_flag=True, help="Answer JSON lines on stdin/stdout instead of HTTP (no port).")
 @click.option("--index", "indexes", multiple=True, type=click.Path(file_okay=False),
               help="An index requests may search, named by its folder name; repeatable (the first is the default).")
-@click.option("--tokenizer", default=None,
-              help="Answer model tokenizer for the budget: tokenizer.json, .gguf, a bundle, or 'whitespace' (default).")
+@tokenizer_option
 @bundle_option
 @threads_option
 @precision_option
 @click.option("--llm", is_flag=True, help="Load the bundle's GGUF model, for requests with generate_rationales or verify.")
-@click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="CPU threads of the GGUF model.")
-@click.option("--context-size", type=click.IntRange(min=256), default=None, help="Context of the GGUF model [the bundle's].")
+@llm_threads_option
+@context_size_option
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Rationales the GGUF model writes for generate_rationales.")
 @click.option("--sample-shots", default=None, help="Few-shot examples for the generator (JSON, JSONL or text) [the shipped ones].")

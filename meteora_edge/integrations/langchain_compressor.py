@@ -24,12 +24,11 @@ from collections.abc import Sequence
 from typing import Any, Dict, List, Optional, Tuple
 
 from ..errors import MissingExtraError
-from .embedded import DocumentSelector
+from .adapter_model import SelectorModel
 
 try:
     from langchain_core.callbacks import Callbacks
     from langchain_core.documents import BaseDocumentCompressor, Document
-    from pydantic import ConfigDict, Field, PrivateAttr
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(exc.name or "langchain_core", "langchain") from exc
 
@@ -38,47 +37,13 @@ __all__ = ["MeteoraCompressor"]
 _RECORD_KEYS = ("rank", "id", "score", "score_name", "tokens", "scores", "via", "verdict")
 
 
-class MeteoraCompressor(BaseDocumentCompressor):
+class MeteoraCompressor(SelectorModel, BaseDocumentCompressor):
     """Keeps the retrieved documents METEORA's selection and MeVe's phases choose (see the module doc).
 
-    Args:
-        bundle: a model bundle folder (its ONNX encoder, and its cross-encoder if any).
-        encoder: an encoder object instead of a bundle's; neither: the hashing encoder.
-        settings: pipeline settings by their ``PipelineConfig`` names (as ``select --chunks``).
-        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision:
-            see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
-
-    Raises:
-        ConfigError, BundleError, MissingExtraError: bad settings or a bundle that cannot load.
+    Takes :class:`~meteora_edge.integrations.adapter_model.SelectorModel`'s fields (``bundle`` or
+    ``encoder``, ``settings`` by ``PipelineConfig`` name, ``detail``, …); a bad one raises
+    ``ConfigError`` when the compressor is made.
     """
-
-    model_config = ConfigDict(arbitrary_types_allowed=True)
-
-    bundle: Optional[str] = None
-    encoder: Optional[Any] = None
-    settings: Dict[str, Any] = Field(default_factory=dict)
-    rationales: Optional[Any] = None
-    rationale_generator: Optional[Any] = None
-    verifier: Optional[Any] = None
-    tokenizer: Optional[str] = None
-    detail: str = "summary"
-    threads: int = 1
-    precision: str = "int8"
-    _selector: DocumentSelector = PrivateAttr()
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        # built after pydantic's validation, so a bad setting raises ConfigError itself, not a ValidationError
-        self._selector = DocumentSelector(
-            bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
-            rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
-            detail=self.detail, threads=self.threads, precision=self.precision,
-        )
-
-    @property
-    def last_report(self) -> Optional[Dict[str, Any]]:
-        """``select``'s JSON object for this thread's last call."""
-        return self._selector.last_report
 
     def select(self, documents: Sequence[Document], query: str) -> Tuple[List[Document], Dict[str, Any]]:
         """The kept documents (copies, best first) and the report.

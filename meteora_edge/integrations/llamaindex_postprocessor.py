@@ -20,13 +20,12 @@ among the nodes given.
 
 from __future__ import annotations
 
-from typing import Any, Dict, List, Optional
+from typing import List, Optional
 
 from ..errors import InputError, MissingExtraError
-from .embedded import DocumentSelector
+from .adapter_model import SelectorModel
 
 try:
-    from llama_index.core.bridge.pydantic import Field, PrivateAttr
     from llama_index.core.postprocessor.types import BaseNodePostprocessor
     from llama_index.core.schema import NodeWithScore, QueryBundle
 except ImportError as exc:  # pragma: no cover - exercised without the extra
@@ -35,49 +34,17 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 __all__ = ["MeteoraNodePostprocessor"]
 
 
-class MeteoraNodePostprocessor(BaseNodePostprocessor):
+class MeteoraNodePostprocessor(SelectorModel, BaseNodePostprocessor):
     """Keeps the retrieved nodes METEORA's selection and MeVe's phases choose (see the module doc).
 
-    Args:
-        bundle: a model bundle folder (its ONNX encoder, and its cross-encoder if any).
-        encoder: an encoder object instead of a bundle's; neither: the hashing encoder.
-        settings: pipeline settings by their ``PipelineConfig`` names (as ``select --chunks``).
-        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision:
-            see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
-
-    Raises:
-        ConfigError, BundleError, MissingExtraError: bad settings or a bundle that cannot load.
+    Its fields are :class:`~meteora_edge.integrations.adapter_model.SelectorModel`'s: a bundle
+    folder or an encoder object, pipeline settings by name, the report's detail, …; bad
+    settings are refused with ``ConfigError`` when it is made.
     """
-
-    bundle: Optional[str] = None
-    encoder: Optional[Any] = None
-    settings: Dict[str, Any] = Field(default_factory=dict)
-    rationales: Optional[Any] = None
-    rationale_generator: Optional[Any] = None
-    verifier: Optional[Any] = None
-    tokenizer: Optional[str] = None
-    detail: str = "summary"
-    threads: int = 1
-    precision: str = "int8"
-    _selector: DocumentSelector = PrivateAttr()
-
-    def __init__(self, **data: Any) -> None:
-        super().__init__(**data)
-        # built after pydantic's validation, so a bad setting raises ConfigError itself, not a ValidationError
-        self._selector = DocumentSelector(
-            bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
-            rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
-            detail=self.detail, threads=self.threads, precision=self.precision,
-        )
 
     @classmethod
     def class_name(cls) -> str:
         return "MeteoraNodePostprocessor"
-
-    @property
-    def last_report(self) -> Optional[Dict[str, Any]]:
-        """``select``'s JSON object for this thread's last call."""
-        return self._selector.last_report
 
     def _postprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
