@@ -41,6 +41,7 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     from .core_commands import chunk
     from .select_command import select
+    from .serve_command import serve
     from .doctor_command import doctor
     from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
     from .eval_command import eval_command
@@ -49,6 +50,7 @@ def _register() -> None:
     from .model_commands import models
 
     main.add_command(select)
+    main.add_command(serve)
     main.add_command(chunk)
     main.add_command(index)
     main.add_command(eval_command)

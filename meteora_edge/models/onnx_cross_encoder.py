@@ -22,7 +22,7 @@ from ..errors import BundleError, ConfigError, ModelError
 from .onnx_encoder import PRECISIONS, _positive_int
 from .onnx_session import create_session, feed_for, load_tokenizer
 
-__all__ = ["OnnxCrossEncoder"]
+__all__ = ["OnnxCrossEncoder", "load_cross_encoder"]
 
 
 def relevance(logits: np.ndarray) -> np.ndarray:
@@ -145,3 +145,17 @@ class OnnxCrossEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxCrossEncoder({self.model_path.name!r}, max_length={self.max_length}, threads={self.threads})"
+
+
+def load_cross_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1) -> OnnxCrossEncoder | None:
+    """The bundle's ONNX cross-encoder (the ladder's second rung), or None when there is none.
+
+    Raises:
+        BundleError, ModelError, MissingExtraError: see :meth:`OnnxCrossEncoder.from_bundle`.
+    """
+    if bundle is None:
+        return None
+    loaded = Bundle.load(bundle)
+    if "cross_encoder" not in loaded.components:
+        return None
+    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)
