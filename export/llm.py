@@ -30,7 +30,8 @@ from meteora_edge.errors import ConfigError, InputError, ModelError
 from meteora_edge.models.llm_file import context_length, licence_of, quant_name, read_gguf_metadata
 from meteora_edge.models.llm_model import DEFAULT_CONTEXT_SIZE
 
-__all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "quantize_gguf"]
+__all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "converter_cache_dir",
+           "quantize_gguf"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,15 @@ def _check_converter(root: Path) -> Path:
     return root
 
 
+def converter_cache_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    """Where :func:`fetch_converter` keeps the converter by default.
+
+    ``$METEORA_EDGE_CACHE/llama-cpp-convert/<version>``, else under ``~/.cache/meteora-edge``;
+    ``scripts/setup-dev.sh`` fills it so that the tests never download.
+    """
+    return _cache_dir() / "llama-cpp-convert" / version
+
+
 def fetch_converter(dest: str | os.PathLike[str] | None = None, *, version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     """llama.cpp's HF→GGUF converter from the llama-cpp-python sdist, fetched once with pip.
 
@@ -94,7 +104,7 @@ def fetch_converter(dest: str | os.PathLike[str] | None = None, *, version: str 
     Raises:
         ModelError: pip could not download the sdist, or it lacks the converter.
     """
-    target = Path(dest) if dest is not None else _cache_dir() / "llama-cpp-convert" / version
+    target = Path(dest) if dest is not None else converter_cache_dir(version)
     if (target / ".complete").is_file():
         return _check_converter(target)
     target.parent.mkdir(parents=True, exist_ok=True)
