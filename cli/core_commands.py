@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
 from meteora_edge.pipeline.budget import load_token_counter
-from meteora_edge.index.chunking import chunk_text
-from meteora_edge.documents import document_texts
+from meteora_edge.index.chunking import check_chunking, iter_chunks
+from meteora_edge.documents import Chunk, check_unicode, document_texts
 from meteora_edge.errors import InputError
-from meteora_edge.fileio import read_chunks_file, read_json_file, read_text_file, write_text_atomic
+from meteora_edge.fileio import iter_text_blocks, read_chunks_file, read_json_file, read_text_file, write_text_atomic
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
@@ -23,7 +24,7 @@ from .encoder_option import (
     threads_option,
 )
 from .llm_options import llm_roles
-from .output import emit_json
+from .output import chunks_json, emit_json, emit_text, stdout_is_unicode
 
 
 def _load_rationales(path: str) -> list[Rationale]:
@@ -55,6 +56,10 @@ def gather_rationales(
         raise InputError("no rationale and no query; give --rationale TEXT, --rationales FILE or --query Q")
     if has_query and use_query:
         collected.append(Rationale(text=" ".join(query.split())))  # type: ignore[union-attr]
+    for i, r in enumerate(collected, start=1):
+        for part in (r.text, r.label, r.flag_instructions):
+            if part:
+                check_unicode(part, f"rationale {i}")
     return [Rationale(r.text, i, r.label, r.flag_instructions) for i, r in enumerate(collected, start=1)]
 
 
@@ -160,6 +165,8 @@ def select(
     """
     if (chunks_file is None) == (index_dir is None):
         raise InputError("give exactly one of --chunks FILE or --index DIR")
+    if query:
+        check_unicode(query, "--query")
     chunks = read_chunks_file(chunks_file) if chunks_file else None
     texts = document_texts(chunks) if chunks is not None else None
     if index_dir and not (query and query.strip()):
@@ -190,11 +197,7 @@ def select(
     )
     result = pipeline.run(query or rationales[0].text, passages=texts, rationales=rationales or None)
     if not as_json:
-        table = result.trace.to_table() + "\n\ncontext:\n" + (result.context or "(empty)") + "\n"
-        if output:
-            write_text_atomic(output, table)
-        else:
-            click.echo(table, nl=False)
+        emit_text(result.trace.to_table() + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", output=output)
         return
     selection = result.trace.phase("selection").details
     data = {
@@ -223,6 +226,24 @@ def select(
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write JSON here instead of stdout.")
 @click.option("--compact", is_flag=True, help="One-line JSON.")
 def chunk(file: str, chunk_size: int, overlap: int | None, output: str | None, compact: bool) -> None:
-    """Split a text file into overlapping word-window chunks with character offsets."""
-    chunks = chunk_text(read_text_file(file), chunk_size, overlap, metadata={"source": Path(file).name})
-    emit_json({"chunks": [c.to_dict() for c in chunks]}, output=output, compact=compact)
+    """Split a text file into overlapping word-window chunks with character offsets.
+
+    The file is read and written as a stream, so memory stays near one chunk's size.
+    """
+    overlap = check_chunking(chunk_size, overlap)
+
+    def chunks() -> Iterator[Chunk]:
+        return iter_chunks(iter_text_blocks(file), chunk_size, overlap, metadata={"source": Path(file).name})
+
+    if output:
+        write_text_atomic(output, chunks_json(chunks(), compact=compact, ensure_ascii=False))
+        click.echo(f"wrote {output}", err=True)
+        return
+    # stdout cannot be taken back: read the whole file once (UTF-8, size, a word) before printing
+    has_word = False
+    for block in iter_text_blocks(file):
+        has_word = has_word or not block.isspace()
+    if not has_word:
+        raise InputError(f"{file} holds no words; nothing to chunk")
+    for piece in chunks_json(chunks(), compact=compact, ensure_ascii=not stdout_is_unicode()):
+        click.echo(piece, nl=False)

@@ -53,6 +53,7 @@ _LAZY = {
     "VerificationRequest": "selection.verification",
     "Verifier": "selection.verification",
     "chunk_text": "index.chunking",
+    "iter_chunks": "index.chunking",
     "document_text": "documents",
     "document_texts": "documents",
     "embed": "models.encoders",
@@ -92,7 +93,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.verification import Verdict
     from .selection.verification import VerificationRequest
     from .selection.verification import Verifier
-    from .index.chunking import chunk_text
+    from .index.chunking import chunk_text, iter_chunks
     from .documents import document_text
     from .documents import document_texts
     from .models.encoders import embed
@@ -156,6 +157,7 @@ __all__ = [
     "VerificationRequest",
     "Verifier",
     "chunk_text",
+    "iter_chunks",
     "document_text",
     "document_texts",
     "embed",

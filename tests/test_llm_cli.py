@@ -112,7 +112,9 @@ def test_select_llm_flags_without_a_bundle_say_how_to_add_one():
 
 def test_select_with_a_bundle_lacking_an_llm_says_how_to_add_one(tmp_path):
     (tmp_path / "enc.onnx").write_bytes(b"x")
-    add_component(tmp_path, "encoder", Component(kind="encoder", files={"fp32": file_entry(tmp_path, "enc.onnx")}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    add_component(tmp_path, "encoder", Component(kind="encoder", files={
+        "fp32": file_entry(tmp_path, "enc.onnx"), "tokenizer": file_entry(tmp_path, "tokenizer.json")}))
     one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify"),
                    "has no llm component", HOW)
 

@@ -68,6 +68,9 @@ def write_splits(data: PreparedData, output_dir: str | os.PathLike[str]) -> dict
             os.replace(tmp, out / name)
     except OSError as exc:
         raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except UnicodeEncodeError:
+        raise InputError(f"cannot write {out}: a row holds a lone surrogate, which is not valid Unicode; "
+                         "fix the input it came from") from None
     finally:
         for tmp in temporary.values():
             Path(tmp).unlink(missing_ok=True)

@@ -116,8 +116,10 @@ def test_not_a_bundle(tmp_path):
 
 
 def test_a_bundle_without_an_encoder_or_with_the_wrong_kind(bundle):
+    (bundle / "llm").mkdir()
+    (bundle / "llm" / "tiny.gguf").write_bytes(b"GGUF" + b"\0" * 60)
     manifest = _manifest(bundle)
-    manifest["components"] = {"llm": {**manifest["components"]["encoder"], "kind": "llm"}}
+    manifest["components"] = {"llm": {"kind": "llm", "files": {"model": file_entry(bundle, "llm/tiny.gguf").to_dict()}}}
     _write_manifest(bundle, manifest)
     with pytest.raises(BundleError, match="has no 'encoder' component \\(it has llm\\)"):
         OnnxEncoder.from_bundle(bundle)
