@@ -27,7 +27,7 @@ from typing import Any
 
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
 from meteora_edge.errors import ConfigError, InputError, ModelError
-from meteora_edge.models.llm_file import context_length, licence_of, quant_name, read_gguf_metadata
+from meteora_edge.models.llm_file import check_gguf_complete, context_length, licence_of, quant_name, read_gguf_metadata
 from meteora_edge.models.llm_model import DEFAULT_CONTEXT_SIZE
 
 __all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "converter_cache_dir",
@@ -190,12 +190,15 @@ def _install(
     chat_format: str | None,
     report: dict[str, Any],
 ) -> Component:
-    metadata = read_gguf_metadata(gguf)
+    metadata = check_gguf_complete(gguf).metadata  # a truncated file is refused before it is copied
     trained = context_length(metadata)
     if context_size is None:
         context_size = min(DEFAULT_CONTEXT_SIZE, trained) if trained else DEFAULT_CONTEXT_SIZE
     elif not isinstance(context_size, int) or context_size < 1:
         raise ConfigError(f"context size must be a positive integer, got {context_size!r}")
+    elif trained and context_size > trained:
+        raise ConfigError(f"context size {context_size} exceeds the {trained} tokens {gguf.name} was trained for; "
+                          f"give --context-size {trained} or less")
     has_template = isinstance(metadata.get("tokenizer.chat_template"), str)
     if chat_format is None:
         chat_format = "gguf" if has_template else "plain"

@@ -19,9 +19,10 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import BundleError, InputError
+from ..errors import BundleError, InputError, ModelError
 from ..fileio import parse_json, read_text_file, write_text_atomic
 from .bundle_schema import validate_manifest
+from .llm_file import check_gguf_complete
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -192,13 +193,21 @@ class Bundle:
     def verify(self) -> dict[str, dict[str, str]]:
         """Check every file of every component; return ``{component: {role: "ok"}}``.
 
+        Sizes and hashes are checked for every file, and a GGUF model must also hold all the
+        tensor data its header declares.
+
         Raises:
             BundleError: at the first file that fails.
         """
         report: dict[str, dict[str, str]] = {}
         for name, component in self.components.items():
             for role in component.files:
-                self.file(name, role)
+                path = self.file(name, role)
+                if component.kind == "llm":
+                    try:
+                        check_gguf_complete(path)  # the hash only proves the file is the one exported
+                    except ModelError as exc:
+                        raise BundleError(f"{exc}; re-export the llm component") from None
                 report.setdefault(name, {})[role] = "ok"
         return report
 
