@@ -12,7 +12,13 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# Offline means offline: onnxruntime's official builds start telemetry (a device id and an
+# event queue under ~/.cache/Microsoft, uploads to Microsoft) when onnxruntime is imported,
+# unless this is set first. It costs nothing here; an explicit value of the caller wins.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from .errors import (
     BundleError,

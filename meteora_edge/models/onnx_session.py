@@ -27,10 +27,13 @@ _NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 
 
 def _onnxruntime() -> Any:
+    """onnxruntime with its telemetry off (the switch must be set before the first import)."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime
     except ImportError:
         raise MissingExtraError("onnxruntime", "onnx") from None
+    onnxruntime.disable_telemetry_events()
     return onnxruntime
 
 
