@@ -36,7 +36,7 @@ def tolerant_streams() -> None:
 
 def stdout_is_unicode() -> bool:
     """True when stdout's encoding can represent every character."""
-    encoding = getattr(click.get_text_stream("stdout"), "encoding", None) or "utf-8"
+    encoding = getattr(sys.stdout, "encoding", None) or "utf-8"
     try:
         return codecs.lookup(encoding).name in _UNICODE
     except LookupError:
