@@ -53,13 +53,13 @@ def _open_regular(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
         raise InputError(f"{p} is a directory; give a file") from None
     except OSError as exc:
         raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
-    handle = os.fdopen(fd, "rb", buffering=0)
-    with handle:
-        mode = os.fstat(fd).st_mode
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
         if stat.S_ISDIR(mode):
             raise InputError(f"{p} is a directory; give a file")
-        if not stat.S_ISREG(mode):
-            raise InputError(f"{p} is not a regular file (a device, FIFO or socket); give a file")
+        raise InputError(f"{p} is not a regular file (a device, FIFO or socket); give a file")
+    with os.fdopen(fd, "rb", buffering=0) as handle:
         yield handle  # type: ignore[misc]
 
 

@@ -82,7 +82,7 @@ KINDS: Mapping[str, KindSpec] = {
     }),
     "llm": KindSpec(("model",), (), {
         "chat_format": (_one_of("gguf", "chatml", "plain"), "one of gguf, chatml, plain"),
-        "context_size": (_int(1, 10_000_000), "a positive integer"),
+        "context_size": (_int(1, 2**63 - 1), "a positive integer"),  # bounded by the model and memory at load
         "quant": (_is(str), "a quantisation name"),
     }),
 }
