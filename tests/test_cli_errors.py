@@ -215,7 +215,8 @@ def big_text(tmp_path: Path) -> Path:
     ["dpo-derive", "--hotpot", "HOTPOT", "--output", "DISK/out.json"],
     ["dpo-prepare", "--input", "CANDIDATES", "--output-dir", "DISK/dpo"],
     ["eval", "--data", "HOTPOT", "--method", "bm25:2", "--limit", "5", "--output", "DISK/out.json"],
-], ids=["chunk", "select", "select-table", "dpo-derive", "dpo-prepare", "eval"])
+    ["eval", "--data", "HOTPOT", "--method", "bm25:2", "--limit", "5", "--plot", "DISK/out.json"],
+], ids=["chunk", "select", "select-table", "dpo-derive", "dpo-prepare", "eval", "eval-plot"])
 def test_outputs_on_a_full_or_read_only_disk_are_one_line_and_keep_the_old_file(tmp_path, big_text, command,
                                                                                    read_only, dev_data):
     big_chunks = tmp_path / "big.json"
