@@ -6,8 +6,9 @@ Each input is a single-line file of the given size in MB: ``words`` (random word
 issue 17: 200 MB took 5.25 GB in ``chunk`` and 5.8 GB in ``index build``) or ``one-word`` (no
 whitespace at all, so the whole file is one chunk). Every measurement runs in a fresh process;
 its peak RSS comes from ``wait4``. ``chunk`` runs the real command (``-o``, 256-word chunks);
-``index chunking`` reads the file with ``read_documents`` and builds the chunk records the way
-``LocalIndex.build`` does (200-word chunks). ``baseline`` is the interpreter with the same
+``index chunking`` reads the file with ``read_documents`` and runs the index's own chunking
+step (``local_index._chunk_records``, 200-word chunks), everything ``index build`` does
+before it embeds. ``baseline`` is the interpreter with the same
 imports and no input. The goal is a peak of at most 3x the input.
 """
 
@@ -29,15 +30,9 @@ from _machine import machine_header  # noqa: E402
 MB = 1_000_000
 _INDEX_CHUNKING = """
 import sys
-from meteora_edge.index.chunking import chunk_text
 from meteora_edge.index.corpus import read_documents
-records = []
-for document in read_documents(sys.argv[1:]):
-    for chunk in chunk_text(document.text, 200, None):  # as LocalIndex.build (chunk size 200)
-        records.append({"id": len(records), "text": chunk.text, "source": document.source_id,
-                        "position": chunk.index, "start": chunk.start_pos, "end": chunk.end_pos,
-                        "metadata": document.metadata})
-print(len(records))
+from meteora_edge.index.local_index import _chunk_records  # the index's own chunking step
+_chunk_records(read_documents(sys.argv[1:]), 0, 200, None)  # as 'index build' (chunk size 200)
 """
 _BASELINE = "import meteora_edge.cli.main, meteora_edge.index.corpus, meteora_edge.index.chunking"
 
