@@ -1,21 +1,25 @@
-"""Printing or atomically writing a command's result, whatever the terminal's encoding.
+"""Printing or atomically writing a command's result, and checking output paths before any work.
 
-stdout and stderr are set to replace what their encoding cannot show by escapes
-(``PYTHONIOENCODING=latin-1`` must not crash a command); JSON for a terminal that is not
-Unicode is written with ``\\uXXXX`` escapes, which every JSON reader decodes to the same text.
+Output works whatever the terminal's encoding: stdout and stderr replace what their encoding
+cannot show by escapes (``PYTHONIOENCODING=latin-1`` must not crash a command), and JSON for a
+terminal that is not Unicode is written with ``\\uXXXX`` escapes, which every JSON reader
+decodes to the same text.
 """
 
 from __future__ import annotations
 
 import codecs
 import json
+import os
 import sys
 from collections.abc import Iterable, Iterator
+from pathlib import Path
 from typing import Any
 
 import click
 
 from meteora_edge.documents import Chunk
+from meteora_edge.errors import InputError
 from meteora_edge.fileio import write_text_atomic
 
 _UNICODE = {"utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "gb18030"}
@@ -41,6 +45,38 @@ def stdout_is_unicode() -> bool:
         return codecs.lookup(encoding).name in _UNICODE
     except LookupError:
         return False
+
+
+def check_output_path(path: str, *, option: str = "--output") -> None:
+    """Refuse an output file that cannot be written, before a long run (not after it).
+
+    Raises:
+        InputError: the path is a folder, its folder does not exist, or is not writable.
+    """
+    target = Path(path)
+    folder = target.parent if str(target.parent) else Path(".")
+    if target.is_dir():
+        raise InputError(f"{option} {target} is a folder; give a file name")
+    if not folder.is_dir():
+        raise InputError(f"cannot write {option} {target}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
+        raise InputError(f"cannot write {option} {target}: permission denied")
+
+
+def check_output_dir(path: str, *, option: str = "--output-dir") -> None:
+    """Refuse an output folder that cannot be created or written, before any work.
+
+    Raises:
+        InputError: the path is a file, or its parent folder is missing or not writable.
+    """
+    target = Path(path)
+    if target.exists() and not target.is_dir():
+        raise InputError(f"{option} {target} is a file; give a folder")
+    parent = target if target.is_dir() else target.parent if str(target.parent) else Path(".")
+    if not parent.is_dir():
+        raise InputError(f"cannot create {option} {target}: folder {parent} does not exist")
+    if not os.access(parent, os.W_OK | os.X_OK):
+        raise InputError(f"cannot write {option} {target}: permission denied")
 
 
 def emit_json(data: Any, *, output: str | None, compact: bool) -> None:

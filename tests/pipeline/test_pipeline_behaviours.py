@@ -61,23 +61,27 @@ def test_every_run_records_the_prioritise_phase(theta):
 def test_the_cli_shows_the_prioritise_phase(tmp_path, theta):
     chunks = tmp_path / "c.json"
     chunks.write_text(json.dumps(["Either party may terminate.", "Fees are due monthly.", "Notice is thirty days."]))
-    data = json.loads(CliRunner().invoke(main, ["select", "--chunks", str(chunks), "-q", QUERY, *theta]).output)
-    assert [p["name"] for p in data["trace"]["phases"]] == PHASES
-    table = CliRunner().invoke(main, ["select", "--chunks", str(chunks), "-q", QUERY, "--table", *theta]).output
-    assert "  prioritise " in table
+    select = ["select", "--chunks", str(chunks), "-q", QUERY, *theta]
+    summary = json.loads(CliRunner().invoke(main, [*select, "--compact"]).stdout)
+    assert [p["name"] for p in summary["phases"]] == PHASES
+    full = json.loads(CliRunner().invoke(main, [*select, "--trace"]).stdout)
+    assert [p["name"] for p in full["trace"]["phases"]] == PHASES
+    table = CliRunner().invoke(main, [*select, "--format", "table"]).stdout
+    assert "\nprioritise " in table
 
 
 # -- the index-mode fallback is capped at what is missing -------------------------------------------
 
 def test_the_index_fallback_adds_exactly_the_missing_chunks(table_encoder):
-    """One chunk passes verification (high cosine, no query word); five others match the query
-    in BM25 but fail verification. With n_min 3 the fallback must add exactly 2 of them."""
+    """kNN brings one chunk (no query word), which passes verification; five others match the
+    query in BM25 and would pass the cosine rung too. With n_min 3 the fallback must add
+    exactly 2 of them, although BM25 is asked for more (the accepted chunk is excluded)."""
     texts = ["clause seven covers insurance"] + [f"either party may terminate the agreement, case {i}" for i in range(5)]
-    vectors = {texts[0]: [1.0, 0.0, 0.0], **{t: [0.0, 1.0, 0.0] for t in texts[1:]}}
+    vectors = {texts[0]: [1.0, 0.0, 0.0], **{t: [0.8, 0.6, 0.0] for t in texts[1:]}}
     encoder = _table_encoder(table_encoder, vectors)
     index = InMemoryIndex(texts, encoder)
-    config = PipelineConfig(k_init=6, use_ecse=False, verification="cosine", tau_relevance=0.5, n_min=3,
-                            theta_redundancy=None, t_max=None)
+    config = PipelineConfig(k_init=1, scoring="dense", rationales="query", use_ecse=False, verification="cosine",
+                            tau_relevance=0.5, n_min=3, theta_redundancy=None, t_max=None)
     result = EvidencePipeline(config, encoder=encoder, index=index).run(QUERY)
     fallback = result.trace.phase("fallback").details
     assert result.trace.phase("verify").details["accepted"] == [0]
@@ -89,8 +93,8 @@ def test_the_index_fallback_adds_exactly_the_missing_chunks(table_encoder):
 def test_the_fallback_adds_nothing_when_enough_chunks_pass(table_encoder):
     texts = [f"either party may terminate, case {i}" for i in range(4)]
     encoder = _table_encoder(table_encoder, {t: [1.0, 0.0, 0.0] for t in texts})
-    config = PipelineConfig(k_init=4, use_ecse=False, verification="cosine", tau_relevance=0.5, n_min=3,
-                            theta_redundancy=None, t_max=None)
+    config = PipelineConfig(k_init=4, scoring="dense", rationales="query", use_ecse=False, verification="cosine",
+                            tau_relevance=0.5, n_min=3, theta_redundancy=None, t_max=None)
     result = EvidencePipeline(config, encoder=encoder, index=InMemoryIndex(texts, encoder)).run(QUERY)
     assert not result.trace.phase("fallback").details["fired"] and len(result.ids) == 4
     assert np.all([not c.via_fallback for c in result.trace.candidates])
