@@ -73,11 +73,13 @@ def test_the_cli_shows_the_prioritise_phase(tmp_path, theta):
 # -- the index-mode fallback is capped at what is missing -------------------------------------------
 
 def test_the_index_fallback_adds_exactly_the_missing_chunks(table_encoder):
-    """kNN brings one chunk (no query word), which passes verification; five others match the
-    query in BM25 and would pass the cosine rung too. With n_min 3 the fallback must add
-    exactly 2 of them, although BM25 is asked for more (the accepted chunk is excluded)."""
-    texts = ["clause seven covers insurance"] + [f"either party may terminate the agreement, case {i}" for i in range(5)]
-    vectors = {texts[0]: [1.0, 0.0, 0.0], **{t: [0.8, 0.6, 0.0] for t in texts[1:]}}
+    """kNN brings one chunk (no query word), which passes verification. BM25 over the index
+    ranks first a chunk the cosine rung refuses, then four it accepts. With n_min 3 the
+    fallback must add exactly 2, although BM25 is asked for more and more than 2 would pass."""
+    refused = "who may terminate the agreement: terminate, terminate, terminate"
+    passing = [f"either party may terminate the agreement, case {i}" for i in range(4)]
+    texts = ["clause seven covers insurance", refused, *passing]
+    vectors = {texts[0]: [1.0, 0.0, 0.0], refused: [0.0, 1.0, 0.0], **{t: [0.8, 0.6, 0.0] for t in passing}}
     encoder = _table_encoder(table_encoder, vectors)
     index = InMemoryIndex(texts, encoder)
     config = PipelineConfig(k_init=1, scoring="dense", rationales="query", use_ecse=False, verification="cosine",
@@ -85,8 +87,8 @@ def test_the_index_fallback_adds_exactly_the_missing_chunks(table_encoder):
     result = EvidencePipeline(config, encoder=encoder, index=index).run(QUERY)
     fallback = result.trace.phase("fallback").details
     assert result.trace.phase("verify").details["accepted"] == [0]
-    assert fallback["fired"] and len(fallback["added"]) == 2
-    assert len(result.ids) == 3 and result.ids[0] == 0 and set(result.ids[1:]) <= set(range(1, 6))
+    assert fallback["fired"] and fallback["refused"] == [1] and len(fallback["added"]) == 2
+    assert len(result.ids) == 3 and result.ids[0] == 0 and set(result.ids[1:]) <= {2, 3, 4, 5}
     assert sum(c.via_fallback for c in result.trace.candidates) == 2
 
 
