@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import click
 
-from meteora_edge.documents import document_texts
+from meteora_edge.documents import check_unicode, document_texts
 from meteora_edge.errors import InputError, LocalIndexError
 from meteora_edge.fileio import read_chunks_file, write_text_atomic
 from meteora_edge.models.encoders import encoder_id
@@ -28,7 +28,7 @@ from .encoder_option import (
     threads_option,
     tokenizer_option,
 )
-from .output import check_output_path
+from .output import check_output_path, stdout_is_unicode
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
 
@@ -145,6 +145,8 @@ def select(
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
         check_output_path(output)
+    if query:
+        check_unicode(query, "--query")
     has_query = bool(query and query.strip())
     if index_dir and not has_query:
         raise InputError("--index needs a non-empty --query")
@@ -201,7 +203,7 @@ def select(
     # 3. run and print
     result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
     text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
-                         chunks_file=chunks_file, compact=compact)
+                         chunks_file=chunks_file, compact=compact, ascii_json=not output and not stdout_is_unicode())
     if output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)

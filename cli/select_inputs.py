@@ -6,6 +6,7 @@ import json
 from collections.abc import Sequence
 from pathlib import Path
 
+from meteora_edge.documents import check_unicode
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_json_file, read_text_file
 from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig, select_config
@@ -76,6 +77,10 @@ def gather_rationales(
         raise InputError("no rationale and no query; give --rationale TEXT, --rationales FILE or --query Q")
     if has_query and use_query:
         collected.append(Rationale(text=" ".join(query.split())))  # type: ignore[union-attr]
+    for i, r in enumerate(collected, start=1):
+        for part in (r.text, r.label, r.flag_instructions):
+            if part:
+                check_unicode(part, f"rationale {i}")
     return [Rationale(r.text, i, r.label, r.flag_instructions) for i, r in enumerate(collected, start=1)]
 
 

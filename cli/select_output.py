@@ -43,21 +43,23 @@ def render(
     chunks_file: str | None,
     compact: bool = False,
     width: int = 120,
+    ascii_json: bool = False,
 ) -> tuple[str, list[str]]:
     """The text for stdout (or ``--output``) and the lines for stderr, for one format.
 
     ``json``: the object of :func:`selection_json`. ``jsonl``: one passage record a line (the
     phase summaries go to stderr). ``table``: a row per passage and a line per phase (``full``:
     the trace table with every candidate). ``text``: each passage under a citation header,
-    ready to paste into a prompt (phase summaries to stderr).
+    ready to paste into a prompt (phase summaries to stderr). ``ascii_json`` writes JSON with
+    ``\\u`` escapes, for a terminal that is not Unicode.
     """
     if fmt == "json":
         data = selection_json(result, query=query, index_mode=index_mode, default_source=chunks_file,
                               detail=detail)
-        return json.dumps(data, ensure_ascii=False, indent=None if compact else 2) + "\n", []
+        return json.dumps(data, ensure_ascii=ascii_json, indent=None if compact else 2) + "\n", []
     rows = passage_records(result, index_mode=index_mode, default_source=chunks_file, detail=detail)
     if fmt == "jsonl":
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), _phase_lines(result)
+        return "".join(json.dumps(r, ensure_ascii=ascii_json) + "\n" for r in rows), _phase_lines(result)
     if fmt == "table":
         if detail == "full":
             return result.trace.to_table(width=width) + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", []

@@ -20,7 +20,7 @@ import numpy as np
 from .bundle import Bundle
 from ..errors import BundleError, ConfigError, ModelError
 from .onnx_encoder import PRECISIONS, _positive_int
-from .onnx_session import create_session, feed_for, load_tokenizer
+from .onnx_session import create_session, feed_for, load_tokenizer, tokenize_batch
 
 __all__ = ["OnnxCrossEncoder", "load_cross_encoder"]
 
@@ -116,7 +116,7 @@ class OnnxCrossEncoder:
                 raise ConfigError(f"passages[{i}] is {type(text).__name__}, expected str")
         if not passages:
             return np.zeros(0, dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([(query, p) for p in passages])
+        encodings = tokenize_batch(self._tokenizer, [(query, p) for p in passages])
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")[::-1]
         out = np.empty(len(passages), dtype=np.float32)
         start = 0
