@@ -1,4 +1,4 @@
-"""The options that choose the encoder, shared by every command that embeds text."""
+"""The options that choose the models (encoder, budget tokenizer, GGUF runtime), shared by the commands."""
 
 from __future__ import annotations
 
@@ -16,6 +16,13 @@ threads_option = click.option("--threads", type=click.IntRange(min=1), default=1
 precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True,
                                 help="Which ONNX encoder of the bundle to run.")
 
+tokenizer_option = click.option("--tokenizer", default=None,
+                                help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
+llm_threads_option = click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True,
+                                  help="CPU threads of the GGUF model.")
+context_size_option = click.option("--context-size", type=click.IntRange(min=256), default=None,
+                                   help="Context of the GGUF model [the bundle's].")
+
 
 def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
     from meteora_edge.models.onnx_encoder import load_encoder
@@ -25,13 +32,6 @@ def encoder_from_options(bundle: str | None, threads: int, precision: str) -> En
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:
     """The bundle's ONNX cross-encoder (the ladder's second rung), or None when it has none."""
-    if bundle is None:
-        return None
-    from meteora_edge.models.bundle import Bundle
+    from meteora_edge.models.onnx_cross_encoder import load_cross_encoder
 
-    loaded = Bundle.load(bundle)
-    if "cross_encoder" not in loaded.components:
-        return None
-    from meteora_edge.models.onnx_cross_encoder import OnnxCrossEncoder
-
-    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)
+    return load_cross_encoder(bundle, threads=threads)

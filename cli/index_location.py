@@ -5,7 +5,8 @@ from __future__ import annotations
 import logging
 
 from meteora_edge.index.corpus_index import CorpusIndex
-from meteora_edge.index.milvus_location import is_milvus_url, parse_milvus_url
+from meteora_edge.index.corpus_index import open_index as open_corpus_index
+from meteora_edge.index.milvus_location import is_milvus_url
 from meteora_edge.models.encoders import EncoderLike
 
 INDEX_HELP = ("Index to retrieve from: a local index folder, or a Milvus collection as milvus://PATH.db (Milvus Lite), "
@@ -22,19 +23,7 @@ def quiet_milvus_logs() -> None:
 
 
 def open_index(spec: str, *, encoder: EncoderLike | None = None) -> CorpusIndex:
-    """The index ``spec`` names, checked (and, given ``encoder``, checked against it).
-
-    Raises:
-        LocalIndexError / CollectionError: missing, damaged, unreachable or another encoder's.
-        InputError: a malformed milvus:// URL.
-        MissingExtraError: a Milvus URL without the milvus extra.
-    """
+    """The library's :func:`~meteora_edge.index.corpus_index.open_index`, with pymilvus kept quiet."""
     if is_milvus_url(spec):
-        from meteora_edge.index.milvus_index import MilvusIndex
-
-        location = parse_milvus_url(spec)
         quiet_milvus_logs()
-        return MilvusIndex.open(location, encoder=encoder)
-    from meteora_edge.index.local_index import LocalIndex
-
-    return LocalIndex.load(spec, encoder=encoder)
+    return open_corpus_index(spec, encoder=encoder)

@@ -23,6 +23,8 @@ fi
 if [ ! -x .venv-runtime/bin/meteora-edge ] || ! .venv-runtime/bin/python -c "import onnxruntime, tokenizers" 2>/dev/null; then
   python3 -m venv .venv-runtime
   .venv-runtime/bin/pip install -q -c "$c" ".[onnx]"
+else
+  .venv-runtime/bin/pip install -q --no-deps --force-reinstall .   # this checkout's code, not an older one
 fi
 .venv-runtime/bin/meteora-edge models verify --hashes-only "$BUNDLE"
 .venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \

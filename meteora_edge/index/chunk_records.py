@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..models.encoders import EncoderLike, embed, normalize_rows
-from .chunking import chunk_text
+from .chunking import iter_chunks
 from .corpus import SourceDocument
 
 __all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "finite"]
@@ -44,14 +44,29 @@ def record_line(record: dict[str, Any]) -> bytes:
         raise InputError(f"the metadata of document {record['source']!r} is not JSON ({exc})") from None
 
 
+class _RecordTexts(Sequence[str]):
+    """The chunk texts, read back from their serialised records when asked for, so a build
+    holds each text once (in its record) and not twice."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, item):  # type: ignore[override]
+        if isinstance(item, slice):
+            return [json.loads(line)["text"] for line in self._lines[item]]
+        return json.loads(self._lines[item])["text"]
+
+
 def chunk_records(
     documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
-) -> tuple[list[str], list[bytes]]:
-    """Chunk every document; return the chunk texts and their serialised records."""
-    texts: list[str] = []
+) -> tuple[Sequence[str], list[bytes]]:
+    """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
     lines: list[bytes] = []
     for document in documents:
-        for chunk in chunk_text(document.text, chunk_size, overlap):
+        for chunk in iter_chunks([document.text], chunk_size, overlap):
             lines.append(record_line({
                 "id": start_id + len(lines),
                 "text": chunk.text,
@@ -62,11 +77,10 @@ def chunk_records(
                 "metadata": document.metadata,
                 "file": document.file,
             }))
-            texts.append(chunk.text)
-    return texts, lines
+    return _RecordTexts(lines), lines
 
 
-def embed_batches(encoder: EncoderLike, texts: list[str], batch_size: int, progress: Progress | None) -> np.ndarray:
+def embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:
     """Embed ``texts`` ``batch_size`` at a time (calling ``progress(done, total)``); float32, L2-normalised rows."""
     parts = []
     for lo in range(0, len(texts), batch_size):

@@ -8,6 +8,7 @@ Milvus Lite in a local folder, or a server). The pipeline
 answer these calls.
 
 Chunk ids are non-negative integers; every method that takes ids answers them in the order given.
+:func:`open_index` opens an index by the name a user gives: a folder or a ``milvus://`` URL.
 """
 
 from __future__ import annotations
@@ -17,7 +18,9 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-__all__ = ["CorpusIndex"]
+from ..models.encoders import EncoderLike
+
+__all__ = ["CorpusIndex", "open_index"]
 
 
 @runtime_checkable
@@ -49,3 +52,23 @@ class CorpusIndex(Protocol):
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray: ...
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]: ...
+
+
+def open_index(spec: str, *, encoder: EncoderLike | None = None) -> CorpusIndex:
+    """The index ``spec`` names — a local index folder, or a Milvus collection as a ``milvus://``
+    URL (see :mod:`meteora_edge.index.milvus_location`) — checked, and checked against ``encoder``.
+
+    Raises:
+        LocalIndexError / CollectionError: missing, damaged, unreachable or another encoder's.
+        InputError: a malformed ``milvus://`` URL.
+        MissingExtraError: a Milvus URL without the ``milvus`` extra.
+    """
+    from .milvus_location import is_milvus_url, parse_milvus_url
+
+    if is_milvus_url(spec):
+        from .milvus_index import MilvusIndex
+
+        return MilvusIndex.open(parse_milvus_url(spec), encoder=encoder)
+    from .local_index import LocalIndex
+
+    return LocalIndex.load(spec, encoder=encoder)

@@ -23,7 +23,7 @@ import numpy as np
 from .bundle import Bundle, sha256_file
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, ModelError
-from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer
+from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, tokenize_batch
 
 __all__ = ["OnnxEncoder", "load_encoder", "PRECISIONS", "POOLINGS"]
 
@@ -199,7 +199,7 @@ class OnnxEncoder:
                 raise ConfigError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
+        lengths = [len(e.ids) for e in tokenize_batch(self._tokenizer, texts)]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         start = 0
