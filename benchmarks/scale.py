@@ -1,11 +1,15 @@
 """The pipeline at scale: the local index (exact and ANN) and Milvus Lite side by side.
 
 Usage: python benchmarks/scale.py [--chunks 100000,1000000] [--milvus-chunks 100000] [--queries 50]
-                                  [--ann ivf,hnsw] [--work DIR]
+                                  [--ann ivf,hnsw] [--names] [--work DIR]
 
 Corpus: ``benchmarks/pipeline.py``'s synthetic Zipf corpus (20 000-word vocabulary, 40 words a
 chunk), embedded with the model-free **hashing encoder** (384 dimensions: real text-like
 vectors with word overlap, not random unit vectors). Queries: 5 words drawn from a random chunk.
+The corpus is lower case, so the rule-written rationales find no names and no second hop runs;
+``--names`` capitalises every fifth vocabulary word (``W5``, ``W10`` …: the same vectors and
+BM25, which lower-case) so that names appear and the second-hop retrieval (another kNN and
+BM25 per query) is measured too.
 
 For the local index it prints build time, disk size, peak and resident memory, then for each
 kNN mode (exact, and each ``--ann`` kind) the pipeline's latency without an LLM (the CLI's
@@ -21,6 +25,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import shutil
 import sys
 import tempfile
@@ -42,6 +47,7 @@ from meteora_edge.index.corpus import SourceDocument  # noqa: E402
 
 CONFIG = PipelineConfig(verification="cosine")  # what `select --index` runs without a bundle or cross-encoder
 CALLS = ("search", "bm25_search", "lexical_scores", "vectors_for", "records")
+NAME = re.compile(r"\bw(\d+)\b")
 
 
 def rss_gb(field: str = "VmRSS") -> float:
@@ -103,6 +109,9 @@ def run_pipeline(index: Any, encoder: Any, queries: Sequence[str]) -> tuple[dict
         t0 = time.perf_counter()
         result = pipe.run(q)
         samples["total"].append((time.perf_counter() - t0) * 1000)
+        selection = next(p for p in result.trace.phases if p.name == "selection")
+        # every rule-written rationale other than the question retrieves for itself (kNN + BM25)
+        samples["second hops"].append(any(r.get("label") != "question" for r in selection.details["rationales"]))
         for phase in result.trace.phases:
             samples[phase.name].append(phase.ms)
         for call in CALLS:
@@ -112,7 +121,8 @@ def run_pipeline(index: Any, encoder: Any, queries: Sequence[str]) -> tuple[dict
 
 
 def print_latency(title: str, samples: dict[str, list[float]]) -> None:
-    print(f"\n{title}")
+    hops = samples.pop("second hops", [])
+    print(f"\n{title}; a second-hop retrieval ran for {sum(hops)} of {len(hops)} queries")
     print(f"  {'phase / index call':<22} {'p50':>9} {'p95':>9}")
     order = ["candidates", "selection", "verify", "fallback", "prioritise", "budget", "total"]
     for name in order + [f"  {c}" for c in CALLS]:
@@ -224,6 +234,7 @@ def main() -> None:
     parser.add_argument("--milvus-chunks", type=int, default=100_000, help="0 skips Milvus Lite")
     parser.add_argument("--queries", type=int, default=50)
     parser.add_argument("--ann", default="ivf,hnsw", help="ANN kinds for the local index, comma-separated ('' for none)")
+    parser.add_argument("--names", action="store_true", help="capitalise every fifth word so the second hop runs")
     parser.add_argument("--work", default=None, help="scratch folder (removed at the end) [a temporary folder]")
     args = parser.parse_args()
 
@@ -236,6 +247,8 @@ def main() -> None:
           f"rationales {CONFIG.rationales}, rung cosine tau {CONFIG.tau_relevance}, n_min {CONFIG.n_min}")
     encoder = HashingEncoder()
     corpus = synthetic_corpus(max(sizes + [args.milvus_chunks]))
+    if args.names:
+        corpus = [NAME.sub(lambda m: m.group(0).upper() if int(m.group(1)) % 5 == 0 else m.group(0), t) for t in corpus]
     queries = queries_from(corpus, args.queries)
     print(f"RSS with the corpus strings in memory (the baseline of every RSS below): {rss_gb():.2f} GB")
     work = Path(tempfile.mkdtemp(prefix="meteora-scale-", dir=args.work))
