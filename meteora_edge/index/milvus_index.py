@@ -56,6 +56,7 @@ _P = "meteora_edge."
 _TEXT_BYTES = 65_535
 _INSERT_BATCH = 512
 _FETCH_BATCH = 4096
+_TOP_K = 16_384  # Milvus's largest search limit
 _RECORD_FIELDS = ("text", "sha256", "source", "position", "start", "end", "metadata", "file")
 _WORD = re.compile(r"\w", re.UNICODE)
 
@@ -332,7 +333,7 @@ class MilvusIndex:
         return normalize_rows(np.asarray([rows[int(i)]["vector"] for i in ids], dtype=np.float32)).astype(np.float32)
 
     def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine kNN in Milvus: the ``k`` nearest chunk ids and their cosines, best first."""
+        """Cosine kNN in Milvus: the ``k`` (at most 16 384) nearest chunk ids and their cosines, best first."""
         q = np.asarray(query_vector, dtype=np.float32).reshape(-1)
         if q.shape[0] != self.manifest["encoder"]["dimension"]:
             raise InputError(f"query vector has dimension {q.shape[0]}, "
@@ -340,7 +341,7 @@ class MilvusIndex:
         if k <= 0 or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
         hits = _call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
-                     anns_field="vector", limit=min(k, self.count), search_params={"metric_type": "COSINE"})[0]
+                     anns_field="vector", limit=min(k, self.count, _TOP_K), search_params={"metric_type": "COSINE"})[0]
         return _ranked([(int(h["id"]), float(h["distance"])) for h in hits], np.float32)
 
     def _full_text(self, text: str, limit: int, id_filter: str = "") -> list[tuple[int, float]]:
@@ -356,14 +357,18 @@ class MilvusIndex:
 
     def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """Milvus's full-text (BM25) search over the collection: the ``k`` best ids with a positive score."""
-        return _ranked(self._full_text(query, min(k, 16_384)), np.float64)
+        return _ranked(self._full_text(query, min(k, _TOP_K)), np.float64)
 
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """Milvus's BM25 score of ``text`` for each of ``ids`` (0 where no term matches)."""
         scores = np.zeros(len(ids), dtype=np.float64)
         if len(ids) == 0:
             return scores
-        found = dict(self._full_text(text, len(set(ids)), _id_filter(sorted(set(ids)))))
+        unique = sorted({int(i) for i in ids})
+        found: dict[int, float] = {}
+        for lo in range(0, len(unique), _TOP_K):
+            part = unique[lo : lo + _TOP_K]
+            found.update(self._full_text(text, len(part), _id_filter(part)))
         for position, chunk_id in enumerate(ids):
             scores[position] = found.get(int(chunk_id), 0.0)
         return scores
