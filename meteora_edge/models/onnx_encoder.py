@@ -2,35 +2,89 @@
 
 Texts are tokenised (truncated at the model's max length), sorted by length, run in
 small dynamically padded batches, mean-pooled over the attention mask, L2-normalised and
-put back in input order.
+put back in input order. With an :class:`~.embedding_cache.EmbeddingCache`, texts embedded
+before (by the same model files and settings) are read back instead of being run again.
+
+A bundle may hold several variants of one model (:data:`VARIANTS`): ``fp32``; ``int8``, the
+mixed recipe (attention projections in int8, the feed-forward blocks in fp32), the better
+choice on CPUs without int8 dot-product instructions; ``int8-dot``, nearly every MatMul in
+int8, for CPUs with them (x86 VNNI/AMX, ARM dot product/i8mm). ``precision="auto"`` picks by
+the CPU (:func:`choose_precision`) and says why in :attr:`OnnxEncoder.precision_choice`.
 
 Example:
-    >>> enc = OnnxEncoder.from_bundle("models/bundles/default", precision="int8")  # doctest: +SKIP
+    >>> enc = OnnxEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
     >>> enc.encode(["Either party may terminate."]).shape  # doctest: +SKIP
     (1, 384)
+    >>> enc.precision_choice["precision"]  # doctest: +SKIP
+    'int8-dot'
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from .bundle import Bundle, sha256_file
+from .cpu_features import CpuInfo, cpu_info
+from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, ModelError
-from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer
+from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, onnxruntime_version
 
-__all__ = ["OnnxEncoder", "load_encoder", "PRECISIONS", "POOLINGS"]
+__all__ = ["OnnxEncoder", "load_encoder", "choose_precision", "PRECISIONS", "VARIANTS", "POOLINGS", "CacheSetting"]
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("int8", "fp32")
+VARIANTS = ("fp32", "int8", "int8-dot")  # the model files an encoder component may hold
+PRECISIONS = ("auto", *VARIANTS)
 POOLINGS = ("mean", "cls")
+# a cache argument: True = the default cache (METEORA_EDGE_CACHE / the user cache folder),
+# False or None = none, a folder, or an EmbeddingCache
+CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
+
+
+def choose_precision(available: Iterable[str], cpu: CpuInfo | None = None) -> tuple[str, str]:
+    """The variant ``precision="auto"`` runs, and why.
+
+    Rule (measured with ``benchmarks/select_latency.py``; see the README): a CPU with int8
+    dot-product instructions runs ``int8-dot`` (about 2× fp32); without them int8 GEMMs
+    barely pay, and the mixed ``int8`` recipe is as fast as fp32 or a little faster, at half
+    the memory. A bundle without ``int8-dot`` (exported before it existed) on a dot-product
+    CPU runs fp32, which beat the mixed recipe on such CPUs. A CPU whose flags cannot be read
+    counts as one without dot-product instructions.
+
+    Args:
+        available: the variants the bundle holds.
+        cpu: the CPU to choose for [this one].
+
+    Returns:
+        ``(variant, reason)``.
+
+    Raises:
+        BundleError: the bundle holds no variant at all.
+    """
+    have = [v for v in VARIANTS if v in set(available)]
+    if not have:
+        raise BundleError("the encoder component holds no model file (fp32, int8 or int8-dot); re-export the bundle")
+    cpu = cpu or cpu_info()
+    dot = cpu.int8_dot
+    if dot:
+        cpu_says = f"the CPU has int8 dot-product instructions ({dot})"
+        order = ("int8-dot", "fp32", "int8")
+    else:
+        unknown = "its flags could not be read" if not cpu.flags else "no VNNI/AMX/dot-product flag"
+        cpu_says = f"the CPU has no int8 dot-product instructions ({unknown})"
+        order = ("int8", "fp32", "int8-dot")
+    chosen = next(v for v in order if v in have)
+    missing = "" if chosen == order[0] else f"; the bundle has no {order[0]} model (re-export to add it)"
+    return chosen, f"{cpu_says}{missing}"
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -64,6 +118,9 @@ class OnnxEncoder:
         pad_id: the padding token id.
         dimension: expected embedding size, checked against the graph when given.
         identity: what indexes and traces record; derived from the model's sha256 when absent.
+        cache: where to keep embeddings between calls and processes (None: nowhere).
+        cache_key: what the cache files vectors under; derived from the model and tokenizer
+            sha256, the settings above and the onnxruntime version when absent.
 
     Raises:
         ConfigError: an option is out of range.
@@ -85,6 +142,8 @@ class OnnxEncoder:
         pad_id: int = 0,
         dimension: int | None = None,
         identity: str | None = None,
+        cache: EmbeddingCache | None = None,
+        cache_key: str | None = None,
     ) -> None:
         self.max_length = _positive_int("max_length", max_length)
         self.batch_size = _positive_int("batch_size", batch_size)
@@ -96,6 +155,12 @@ class OnnxEncoder:
         self.normalize = bool(normalize)
         self.pad_id = int(pad_id)
         self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path)
+        if cache is not None and not isinstance(cache, EmbeddingCache):
+            raise ConfigError(f"cache must be an EmbeddingCache or None, got {type(cache).__name__}")
+        self.cache = cache
+        self._cache_key = cache_key
+        self.precision_choice: dict[str, str] | None = None
         if not self.model_path.is_file():
             raise ModelError(f"ONNX model not found: {self.model_path}; export one with 'meteora-edge export encoder'")
         self._tokenizer = load_tokenizer(tokenizer_path, max_length=self.max_length)
@@ -130,20 +195,26 @@ class OnnxEncoder:
         path: str | os.PathLike[str] | Bundle,
         *,
         threads: int = 1,
-        precision: str = "int8",
+        precision: str = "auto",
         batch_size: int = 8,
         component: str = "encoder",
+        cache: CacheSetting = True,
     ) -> OnnxEncoder:
         """Load the encoder of a bundle after checking its files' sizes and hashes.
 
         Args:
             path: the bundle folder (or a loaded :class:`Bundle`).
             threads: onnxruntime intra-op threads.
-            precision: ``"int8"`` (quantised, faster) or ``"fp32"`` (exact).
+            precision: ``"auto"`` (by the CPU, see :func:`choose_precision`), ``"fp32"``
+                (exact), ``"int8"`` (mixed recipe) or ``"int8-dot"`` (for int8 dot-product CPUs).
             batch_size: texts per model call.
             component: the component name in the manifest.
+            cache: ``True`` for the default embedding cache (``METEORA_EDGE_CACHE``, else the
+                user cache folder; ``off`` disables it), ``False``/``None`` for none, a folder,
+                or an :class:`EmbeddingCache`.
 
         Raises:
+            ConfigError: an unknown precision or cache setting.
             BundleError: no such bundle/component/precision, tampered or truncated files,
                 settings that make no sense.
         """
@@ -153,27 +224,37 @@ class OnnxEncoder:
         comp = bundle.component(component)
         if comp.kind != "encoder":
             raise BundleError(f"component {component!r} of {bundle.root} is a {comp.kind!r}, not an encoder")
-        if precision not in comp.files:
-            have = ", ".join(p for p in PRECISIONS if p in comp.files) or "none"
-            raise BundleError(
-                f"bundle {bundle.root} has no {precision} encoder (it has: {have}); "
-                f"use --precision {'fp32' if precision == 'int8' else 'int8'} or re-export with --quantize int8"
-            )
+        if precision == "auto":
+            chosen, reason = choose_precision(comp.files)
+        else:
+            chosen, reason = precision, "asked for"
+            if precision not in comp.files:
+                have = ", ".join(p for p in VARIANTS if p in comp.files) or "none"
+                raise BundleError(
+                    f"bundle {bundle.root} has no {precision} encoder (it has: {have}); "
+                    f"use --precision auto or re-export with --quantize int8"
+                )
         if "tokenizer" not in comp.files:
             raise BundleError(f"encoder of bundle {bundle.root} lists no tokenizer file; re-export the bundle")
         settings = _settings(comp.settings, bundle.root)
-        model = bundle.file(component, precision)
+        model = bundle.file(component, chosen)
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
-        identity = f"onnx:{source}:{comp.files[precision].sha256[:12]}:{precision}"
-        return cls(
+        identity = f"onnx:{source}:{comp.files[chosen].sha256[:12]}:{chosen}"
+        key = _cache_key(comp.files[chosen].sha256, comp.files["tokenizer"].sha256, settings)
+        encoder = cls(
             model,
             tokenizer,
             threads=threads,
             batch_size=batch_size,
             identity=identity,
+            cache=_resolve_cache(cache),
+            cache_key=key,
             **settings,
         )
+        encoder.precision_choice = {"requested": precision, "precision": chosen, "reason": reason}
+        logger.info("encoder %s: precision %s (%s)", bundle.root, chosen, reason)
+        return encoder
 
     @property
     def identity(self) -> str:
@@ -183,11 +264,24 @@ class OnnxEncoder:
         return self._identity
 
     @property
+    def cache_key(self) -> str:
+        """What the embedding cache files this encoder's vectors under: a hash of the model and
+        tokenizer files' sha256, the settings that change a vector and the onnxruntime version."""
+        if self._cache_key is None:
+            settings = {"max_length": self.max_length, "pooling": self.pooling, "normalize": self.normalize,
+                        "pad_id": self.pad_id}
+            self._cache_key = _cache_key(sha256_file(self.model_path), sha256_file(self.tokenizer_path), settings)
+        return self._cache_key
+
+    @property
     def input_names(self) -> tuple[str, ...]:
         return tuple(i.name for i in self._session.get_inputs())
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` into a float32 ``(len(texts), dimension)`` array, in input order.
+
+        With a cache, texts seen before are read from it and only the others are run (and
+        then stored); the vectors are the ones the model produced, bit for bit.
 
         Raises:
             ConfigError: an item is not a string.
@@ -199,6 +293,21 @@ class OnnxEncoder:
                 raise ConfigError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
+        if self.cache is None:
+            return self._encode(texts)
+        key = self.cache_key
+        digests = [text_digest(t) for t in texts]
+        found = self.cache.lookup(key, digests, dimension=self.dimension)
+        todo = list({d: t for d, t in zip(digests, texts) if d not in found}.items())
+        if todo:
+            computed = self._encode([t for _, t in todo])
+            fresh = {d: computed[row] for row, (d, _) in enumerate(todo)}
+            self.cache.store(key, fresh)
+            found.update(fresh)
+        return np.stack([found[d] for d in digests]).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
         lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
@@ -224,8 +333,31 @@ class OnnxEncoder:
     def __repr__(self) -> str:
         return (
             f"OnnxEncoder({self.model_path.name!r}, dimension={self.dimension}, max_length={self.max_length}, "
-            f"pooling={self.pooling!r}, threads={self.threads}, batch_size={self.batch_size})"
+            f"pooling={self.pooling!r}, threads={self.threads}, batch_size={self.batch_size}, "
+            f"cache={str(self.cache.path) if self.cache else None!r})"
         )
+
+
+def _cache_key(model_sha256: str, tokenizer_sha256: str, settings: Mapping[str, Any]) -> str:
+    """A short hash of everything that decides a vector (kept out of the index identity, which
+    must not change when onnxruntime is upgraded)."""
+    parts = {
+        "model": model_sha256, "tokenizer": tokenizer_sha256, "onnxruntime": onnxruntime_version(),
+        **{k: settings.get(k) for k in ("max_length", "pooling", "normalize", "pad_id")},
+    }
+    return "onnx-" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def _resolve_cache(setting: CacheSetting) -> EmbeddingCache | None:
+    if setting is True:
+        return default_cache()
+    if setting is False or setting is None:
+        return None
+    if isinstance(setting, EmbeddingCache):
+        return setting
+    if isinstance(setting, (str, os.PathLike)):
+        return EmbeddingCache(setting)
+    raise ConfigError(f"cache must be True, False, a folder or an EmbeddingCache, got {type(setting).__name__}")
 
 
 def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
@@ -249,15 +381,19 @@ def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
     return settings
 
 
-def load_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1, precision: str = "int8") -> EncoderLike:
+def load_encoder(
+    bundle: str | os.PathLike[str] | None, *, threads: int = 1, precision: str = "auto", cache: CacheSetting = True
+) -> EncoderLike:
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
+    The hashing encoder never uses the cache (hashing a text is faster than looking it up).
+
     Raises:
-        BundleError, ModelError, MissingExtraError: see :meth:`OnnxEncoder.from_bundle`.
+        BundleError, ModelError, MissingExtraError, ConfigError: see :meth:`OnnxEncoder.from_bundle`.
     """
     if bundle is None:
         return HashingEncoder()
     loaded = Bundle.load(bundle)
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
-    return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision)
+    return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache)

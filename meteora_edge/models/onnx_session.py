@@ -16,7 +16,7 @@ import numpy as np
 
 from ..errors import BundleError, ConfigError, MissingExtraError, ModelError
 
-__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "feed_for", "encode_padded"]
+__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "feed_for", "encode_padded", "onnxruntime_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,15 @@ def _onnxruntime() -> Any:
     except ImportError:
         raise MissingExtraError("onnxruntime", "onnx") from None
     return onnxruntime
+
+
+def onnxruntime_version() -> str:
+    """The installed onnxruntime's version (part of the embedding cache key).
+
+    Raises:
+        MissingExtraError: onnxruntime is not installed.
+    """
+    return str(_onnxruntime().__version__)
 
 
 def create_session(
