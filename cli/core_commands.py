@@ -17,6 +17,7 @@ from meteora_edge.selection.rationales import Rationale, as_rationales, parse_ra
 
 from .encoder_option import (
     bundle_option,
+    cache_option,
     cross_encoder_from_options,
     encoder_from_options,
     precision_option,
@@ -114,6 +115,7 @@ def _pipeline_config(
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
@@ -181,7 +183,7 @@ def select(
         index_dir is not None, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z,
         verification=verification, tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
     )
-    encoder = encoder_from_options(bundle, threads, precision)
+    encoder = encoder_from_options(bundle, threads, precision, index_dir=index_dir)
     index = LocalIndex.load(index_dir, encoder=encoder) if index_dir else None
     pipeline = EvidencePipeline(
         config, encoder=encoder, index=index, rationale_generator=rationale_generator, verifier=verifier,

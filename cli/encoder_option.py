@@ -5,7 +5,10 @@ from __future__ import annotations
 import click
 
 from meteora_edge.models.encoders import EncoderLike
+from meteora_edge.models.onnx_encoder import PRECISIONS
 from meteora_edge.pipeline.ladder import CrossEncoder
+
+_NO_CACHE = "meteora_edge.no_cache"
 
 bundle_option = click.option(
     "--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), default=None,
@@ -13,14 +16,49 @@ bundle_option = click.option(
 )
 threads_option = click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
                               help="CPU threads for the encoder.")
-precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True,
-                                help="Which ONNX encoder of the bundle to run.")
+precision_option = click.option(
+    "--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
+    help="Which ONNX encoder of the bundle to run: auto picks by the CPU (int8-dot with VNNI/AMX/ARM "
+         "dot product, else int8); fp32 is exact.",
+)
 
 
-def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
-    from meteora_edge.models.onnx_encoder import load_encoder
+def _remember_no_cache(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ctx.meta[_NO_CACHE] = bool(value)
 
-    return load_encoder(bundle, threads=threads, precision=precision)
+
+cache_option = click.option(
+    "--no-cache", is_flag=True, expose_value=False, callback=_remember_no_cache,
+    help="Do not read or write the embedding cache (env METEORA_EDGE_CACHE=off does the same; "
+         "METEORA_EDGE_CACHE=DIR moves it).",
+)
+
+
+def cache_disabled() -> bool:
+    """Whether the running command was given ``--no-cache``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(_NO_CACHE))
+
+
+def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_dir: str | None = None) -> EncoderLike:
+    """The encoder of ``--bundle`` (hashing without one), with the embedding cache unless ``--no-cache``.
+
+    With ``index_dir`` and ``--precision auto``, the variant the index was built with is used
+    (when the bundle has it), so an index built on another CPU keeps working.
+    """
+    from meteora_edge.models.onnx_encoder import VARIANTS, load_encoder
+
+    recorded = None
+    if index_dir is not None and precision == "auto" and bundle is not None:
+        from meteora_edge.index.local_index import LocalIndex
+
+        variant = LocalIndex.load(index_dir, verify=False).encoder_id.rsplit(":", 1)[-1]
+        recorded = variant if variant in VARIANTS else None
+    encoder = load_encoder(bundle, threads=threads, precision=recorded or precision, cache=not cache_disabled())
+    if recorded and getattr(encoder, "precision_choice", None):
+        encoder.precision_choice = {"requested": "auto", "precision": recorded,  # type: ignore[union-attr]
+                                    "reason": f"the index {index_dir} was built with it"}
+    return encoder
 
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:

@@ -22,7 +22,7 @@ from meteora_edge.evaluation import (
 )
 from meteora_edge.fileio import write_text_atomic
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .llm_options import llm_roles
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
@@ -37,6 +37,7 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")

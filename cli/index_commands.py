@@ -12,7 +12,7 @@ import click
 from meteora_edge.index.corpus import read_documents
 from meteora_edge.index.local_index import LocalIndex
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 
 
 @contextmanager
@@ -50,6 +50,7 @@ def index() -> None:
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool,
           bundle: str | None, threads: int, precision: str) -> None:
     """Index text, markdown, JSON and JSONL files (folders are searched recursively)."""
@@ -68,9 +69,10 @@ def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | Non
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, bundle: str | None, threads: int, precision: str) -> None:
     """Append documents to an index (chunked and embedded like the rest)."""
-    encoder = encoder_from_options(bundle, threads, precision)
+    encoder = encoder_from_options(bundle, threads, precision, index_dir=index_dir)
     current = LocalIndex.load(index_dir, encoder=encoder)
     documents = read_documents(inputs)
     with _progress("embedding") as progress:
