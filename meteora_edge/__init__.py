@@ -29,6 +29,7 @@ from .errors import (
 _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
+    "EmbeddingCache": "models.embedding_cache",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
@@ -69,6 +70,7 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
     from .pipeline.meve import ContextChunk
+    from .models.embedding_cache import EmbeddingCache
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
@@ -127,6 +129,7 @@ __all__ = [
     "Chunk",
     "ConfigError",
     "ContextChunk",
+    "EmbeddingCache",
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",

@@ -25,6 +25,7 @@ import hashlib
 import json
 import logging
 import os
+import threading
 from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any, Union
@@ -35,7 +36,7 @@ from .bundle import Bundle, sha256_file
 from .cpu_features import CpuInfo, cpu_info
 from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
-from ..errors import BundleError, ConfigError, ModelError
+from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, onnxruntime_version
 
 __all__ = ["OnnxEncoder", "load_encoder", "choose_precision", "PRECISIONS", "VARIANTS", "POOLINGS", "CacheSetting"]
@@ -121,6 +122,9 @@ class OnnxEncoder:
         cache: where to keep embeddings between calls and processes (None: nowhere).
         cache_key: what the cache files vectors under; derived from the model and tokenizer
             sha256, the settings above and the onnxruntime version when absent.
+        lazy: with a cache and a known ``dimension``, open the model and tokenizer only when a
+            text is not in the cache (a fully cached call never starts onnxruntime); model
+            errors then surface at that first call instead of here.
 
     Raises:
         ConfigError: an option is out of range.
@@ -144,6 +148,7 @@ class OnnxEncoder:
         identity: str | None = None,
         cache: EmbeddingCache | None = None,
         cache_key: str | None = None,
+        lazy: bool = False,
     ) -> None:
         self.max_length = _positive_int("max_length", max_length)
         self.batch_size = _positive_int("batch_size", batch_size)
@@ -163,13 +168,33 @@ class OnnxEncoder:
         self.precision_choice: dict[str, str] | None = None
         if not self.model_path.is_file():
             raise ModelError(f"ONNX model not found: {self.model_path}; export one with 'meteora-edge export encoder'")
-        self._tokenizer = load_tokenizer(tokenizer_path, max_length=self.max_length)
-        self._session = create_session(self.model_path, threads=self.threads)
-        outputs = self._session.get_outputs()
-        spec = next((o for o in outputs if o.name == "last_hidden_state"), outputs[0])
-        self._output: str = spec.name
-        self.dimension = self._check_output(spec, dimension)
         self._identity = identity
+        self._load_lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._output = ""
+        self._expected_dimension = dimension
+        if lazy and cache is not None and dimension is not None:
+            self.dimension = _positive_int("dimension", dimension)
+        else:
+            self._load()
+
+    def _load(self) -> None:
+        """Open the tokenizer and the onnxruntime session (once) and check the output shape."""
+        with self._load_lock:
+            if self._session is not None:
+                return
+            tokenizer = load_tokenizer(self.tokenizer_path, max_length=self.max_length)
+            session = create_session(self.model_path, threads=self.threads)
+            outputs = session.get_outputs()
+            spec = next((o for o in outputs if o.name == "last_hidden_state"), outputs[0])
+            self._tokenizer, self._output = tokenizer, spec.name
+            self._session = session
+            try:
+                self.dimension = self._check_output(spec, self._expected_dimension)
+            except MeteoraError:
+                self._session = None
+                raise
 
     def _check_output(self, spec: Any, expected: int | None) -> int:
         shape = list(spec.shape or [])
@@ -250,6 +275,7 @@ class OnnxEncoder:
             identity=identity,
             cache=_resolve_cache(cache),
             cache_key=key,
+            lazy=True,
             **settings,
         )
         encoder.precision_choice = {"requested": precision, "precision": chosen, "reason": reason}
@@ -275,6 +301,7 @@ class OnnxEncoder:
 
     @property
     def input_names(self) -> tuple[str, ...]:
+        self._load()
         return tuple(i.name for i in self._session.get_inputs())
 
     def encode(self, texts: list[str]) -> np.ndarray:
@@ -308,6 +335,7 @@ class OnnxEncoder:
 
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
+        self._load()
         lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)

@@ -67,7 +67,9 @@ def test_from_bundle_uses_the_default_cache_and_serves_repeats_from_it(bundle):
     other = OnnxEncoder.from_bundle(bundle, precision="fp32", cache=EmbeddingCache(encoder.cache.folder))
     other_spy = Counting(other)
     np.testing.assert_array_equal(other.encode(CHUNKS), first)
-    assert other_spy.texts == []
+    assert other_spy.texts == [] and other._session is None  # onnxruntime was never started
+    other.encode(["a text nobody embedded yet"])
+    assert other._session is not None
 
 
 def test_duplicates_in_one_call_run_once(bundle, tmp_path):
