@@ -19,7 +19,7 @@ threads_option = click.option("--threads", type=click.IntRange(min=1), default=1
 precision_option = click.option(
     "--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
     help="Which ONNX encoder of the bundle to run: auto picks by the CPU (int8-dot with VNNI/AMX/ARM "
-         "dot product, else int8); fp32 is exact.",
+         "dot product, else fp32); int8 is the mixed recipe (least memory).",
 )
 
 

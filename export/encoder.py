@@ -55,7 +55,9 @@ INT8_RECIPES: dict[str, re.Pattern[str]] = {
 }
 INT8_FILES = {"int8": "model.int8.onnx", "int8-dot": "model.int8-dot.onnx"}
 FP32_MIN_COSINE = 0.999
-INT8_MIN_COSINE = 0.98
+# below these the export warns (int8-dot trades the shortest texts' cosine for speed; its real
+# bar is retrieval F1, measured by benchmarks/encoder_variants.py)
+INT8_MIN_COSINE = {"int8": 0.98, "int8-dot": 0.95}
 
 
 @dataclass(frozen=True)
@@ -449,7 +451,7 @@ def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int)
             f"{FP32_MIN_COSINE}); the export is broken, try another --opset"
         )
     for variant in INT8_FILES:
-        if variant in report and report[variant]["min_cosine"] < INT8_MIN_COSINE:
+        if variant in report and report[variant]["min_cosine"] < INT8_MIN_COSINE[variant]:
             logger.warning("%s min cosine %.4f is below %.2f; prefer --precision fp32", variant,
-                           report[variant]["min_cosine"], INT8_MIN_COSINE)
+                           report[variant]["min_cosine"], INT8_MIN_COSINE[variant])
     return report, dimension, inputs

@@ -102,12 +102,12 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
     doc = tmp_path / "doc.txt"
     doc.write_text(" ".join(CHUNKS * 3))
     assert run("index", "build", str(doc), "--out", str(tmp_path / "idx"), "--chunk-size", "6",
-               "--bundle", str(bundle)).exit_code == 0  # built with int8 on a CPU without VNNI
+               "--bundle", str(bundle)).exit_code == 0  # built with fp32 on a CPU without VNNI
     monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: vnni)  # ... and queried on one with it
     out = run("select", "--index", str(tmp_path / "idx"), "-q", "fees", "--bundle", str(bundle), "--compact")
     assert out.exit_code == 0, out.output
     data = json.loads(out.output)
-    assert data["encoder"].endswith(":int8")
+    assert data["encoder"].endswith(":fp32")
     assert "was built with it" in data["trace"]["config"]["encoder_precision"]["reason"]
 
 
@@ -118,7 +118,7 @@ def test_doctor_states_the_cache_and_the_chosen_precision(tmp_path, bundle, monk
     result = run("doctor", "--bundle", str(bundle), "--no-probe", env={"METEORA_EDGE_CACHE": str(cache)})
     assert result.exit_code == 0, result.output
     assert f"cache       {cache / CACHE_FILE} (not created yet" in result.output
-    assert "encoder     int8 (--precision auto: the CPU has no int8 dot-product instructions" in result.output
+    assert "encoder     fp32 (--precision auto: the CPU has no int8 dot-product instructions" in result.output
     assert not cache.exists()  # doctor only looks
     report = json.loads(run("doctor", "--json", "--no-probe", "--no-cache").output)
     assert report["cache"] == {"state": "off (--no-cache)"}

@@ -6,10 +6,10 @@ put back in input order. With an :class:`~.embedding_cache.EmbeddingCache`, text
 before (by the same model files and settings) are read back instead of being run again.
 
 A bundle may hold several variants of one model (:data:`VARIANTS`): ``fp32``; ``int8``, the
-mixed recipe (attention projections in int8, the feed-forward blocks in fp32), the better
-choice on CPUs without int8 dot-product instructions; ``int8-dot``, nearly every MatMul in
-int8, for CPUs with them (x86 VNNI/AMX, ARM dot product/i8mm). ``precision="auto"`` picks by
-the CPU (:func:`choose_precision`) and says why in :attr:`OnnxEncoder.precision_choice`.
+mixed recipe (attention projections in int8, the feed-forward blocks in fp32: 40 % less
+memory); ``int8-dot``, nearly every MatMul in int8, for CPUs with int8 dot-product
+instructions (x86 VNNI/AMX, ARM dot product/i8mm). ``precision="auto"`` picks by the CPU
+(:func:`choose_precision`) and says why in :attr:`OnnxEncoder.precision_choice`.
 
 Example:
     >>> enc = OnnxEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
@@ -54,12 +54,14 @@ CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
 def choose_precision(available: Iterable[str], cpu: CpuInfo | None = None) -> tuple[str, str]:
     """The variant ``precision="auto"`` runs, and why.
 
-    Rule (measured with ``benchmarks/select_latency.py``; see the README): a CPU with int8
-    dot-product instructions runs ``int8-dot`` (about 2× fp32); without them int8 GEMMs
-    barely pay, and the mixed ``int8`` recipe is as fast as fp32 or a little faster, at half
-    the memory. A bundle without ``int8-dot`` (exported before it existed) on a dot-product
-    CPU runs fp32, which beat the mixed recipe on such CPUs. A CPU whose flags cannot be read
-    counts as one without dot-product instructions.
+    Rule (measured with ``benchmarks/encoder_variants.py`` and ``benchmarks/select_latency.py``;
+    see the README): a CPU with int8 dot-product instructions runs ``int8-dot``, about 2× fp32
+    with retrieval F1 within 0.01 of fp32. Any other CPU runs ``fp32``: there onnxruntime's
+    uint8×int8 kernels may saturate (its documentation asks for 7-bit weights without VNNI),
+    so ``int8-dot`` is not trusted, and the mixed ``int8`` recipe, though about 8 % faster on
+    such a CPU, loses up to 0.016 F1 on the dev data. A bundle from before ``int8-dot``
+    existed on a dot-product CPU also runs fp32. A CPU whose flags cannot be read counts as
+    one without dot-product instructions.
 
     Args:
         available: the variants the bundle holds.
@@ -81,10 +83,11 @@ def choose_precision(available: Iterable[str], cpu: CpuInfo | None = None) -> tu
         order = ("int8-dot", "fp32", "int8")
     else:
         unknown = "its flags could not be read" if not cpu.flags else "no VNNI/AMX/dot-product flag"
-        cpu_says = f"the CPU has no int8 dot-product instructions ({unknown})"
-        order = ("int8", "fp32", "int8-dot")
+        cpu_says = f"the CPU has no int8 dot-product instructions ({unknown}), so int8 is not worth its loss"
+        order = ("fp32", "int8", "int8-dot")
     chosen = next(v for v in order if v in have)
-    missing = "" if chosen == order[0] else f"; the bundle has no {order[0]} model (re-export to add it)"
+    missing = "" if chosen == order[0] else f"; the bundle has no {order[0]} model" + (
+        " (re-export to add it)" if order[0] == "int8-dot" else "")
     return chosen, f"{cpu_says}{missing}"
 
 
