@@ -142,7 +142,7 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
                 LlamaVerifier(llm) if verify else None)
 
     monkeypatch.setattr(core_commands, "llm_roles", roles)
-    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a: HashingEncoder())
+    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a, **k: HashingEncoder())
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
                  "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048")
     assert result.exit_code == 0, result.output
