@@ -40,24 +40,21 @@ def cache_disabled() -> bool:
     return bool(ctx and ctx.meta.get(_NO_CACHE))
 
 
-def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_dir: str | None = None) -> EncoderLike:
+def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_encoder: str | None = None) -> EncoderLike:
     """The encoder of ``--bundle`` (hashing without one), with the embedding cache unless ``--no-cache``.
 
-    With ``index_dir`` and ``--precision auto``, the variant the index was built with is used
-    (when the bundle has it), so an index built on another CPU keeps working.
+    ``index_encoder`` is the encoder id an index recorded; with ``--precision auto`` the variant
+    the index was built with is used (when the bundle has it), so an index built on another
+    CPU keeps working.
     """
     from meteora_edge.models.onnx_encoder import VARIANTS, load_encoder
 
-    recorded = None
-    if index_dir is not None and precision == "auto" and bundle is not None:
-        from meteora_edge.index.local_index import LocalIndex
-
-        variant = LocalIndex.load(index_dir, verify=False).encoder_id.rsplit(":", 1)[-1]
-        recorded = variant if variant in VARIANTS else None
+    variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
+    recorded = variant if variant in VARIANTS else None
     encoder = load_encoder(bundle, threads=threads, precision=recorded or precision, cache=not cache_disabled())
     if recorded and getattr(encoder, "precision_choice", None):
         encoder.precision_choice = {"requested": "auto", "precision": recorded,  # type: ignore[union-attr]
-                                    "reason": f"the index {index_dir} was built with it"}
+                                    "reason": "the index was built with it"}
     return encoder
 
 

@@ -19,11 +19,13 @@ from meteora_edge.evaluation import (
     load_hotpot,
     plot_report,
     report_table,
+    require_matplotlib,
 )
 from meteora_edge.fileio import write_text_atomic
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
-from .llm_options import llm_roles
+from .llm_options import check_llm_bundle, llm_roles
+from .output import check_output_path
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
 
@@ -46,12 +48,18 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
                  bundle: str | None, threads: int, precision: str, llm_threads: int, output: str | None,
                  plot_file: str | None, per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
+    if output:
+        check_output_path(output)
+    if plot_file:
+        check_output_path(plot_file, option="--plot")
+        require_matplotlib()
     questions = load_hotpot(data_file, level=level, limit=limit)
     specs = methods or DEFAULT_METHODS
+    needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
+    check_llm_bundle(bundle, generate=needs_llm, verify=needs_llm)
     base_encoder = encoder_from_options(bundle, threads, precision)
     encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
-    needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
     generator, verifier = llm_roles(bundle, generate=needs_llm, verify=needs_llm, threads=llm_threads) if needs_llm else (None, None)
     built = {s: build_method(s, encoder, generator=generator, verifier=verifier, token_counter=counter) for s in specs}
     with click.progressbar(length=len(questions) * len(built), label="evaluating", file=sys.stderr) as bar:

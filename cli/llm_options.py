@@ -1,12 +1,31 @@
-"""Building the GGUF rationale generator and verifier from a bundle, for the commands that need them."""
+"""Building the GGUF rationale generator and verifier from a bundle, for the commands that need them.
+
+:func:`check_llm_bundle` only reads the manifest (commands call it while validating their
+inputs); :func:`llm_roles` loads the model, which commands do last.
+"""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from meteora_edge.errors import InputError
 
 _HOW = "add one with 'meteora-edge export llm --gguf FILE --out BUNDLE'"
+
+
+def check_llm_bundle(bundle: str | None, *, generate: bool, verify: bool) -> None:
+    """Refuse, before any model loads, a role that has no GGUF model to run on."""
+    if not (generate or verify):
+        return
+    if bundle is None:
+        role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
+        raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
+    from meteora_edge.models.bundle import MANIFEST_NAME, Bundle
+
+    if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
+        raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
 
 
 def llm_roles(
@@ -17,29 +36,27 @@ def llm_roles(
     threads: int = 1,
     context_size: int | None = None,
     num_rationales: int = 3,
+    sample_shots: Sequence[Any] | None = None,
+    domain: str | None = None,
 ):
     """(generator, verifier) from the bundle's llm component; None for a role not asked for.
 
-    One model is loaded and shared by both roles.
+    One model is loaded and shared by both roles; ``sample_shots`` default to the shipped ones.
     """
+    check_llm_bundle(bundle, generate=generate, verify=verify)
     if not (generate or verify):
         return None, None
-    if bundle is None:
-        role = "LLM verification needs a verifier" if verify else "--generate-rationales needs a GGUF model"
-        raise InputError(f"{role}: give --bundle with an llm component; {_HOW}")
-    from meteora_edge.models.bundle import MANIFEST_NAME, Bundle
-
-    if (Path(bundle) / MANIFEST_NAME).is_file() and "llm" not in Bundle.load(bundle).components:
-        raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
-    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
     from meteora_edge.models.llm_model import LocalLLM
+    from meteora_edge.selection.llm_generator import LlamaRationaleGenerator
     from meteora_edge.selection.llm_verifier import LlamaVerifier
+    from meteora_edge.selection.sample_shots import load_sample_shots
 
-    model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)
+    model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)  # type: ignore[arg-type]
     generator = (
-        LlamaRationaleGenerator(model, sample_shots=load_sample_shots(), num_rationales=num_rationales)
+        LlamaRationaleGenerator(model, sample_shots=sample_shots or load_sample_shots(), num_rationales=num_rationales,
+                                domain=domain)
         if generate
         else None
     )
-    verifier = LlamaVerifier(model) if verify else None
+    verifier = LlamaVerifier(model, domain=domain) if verify else None
     return generator, verifier

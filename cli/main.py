@@ -6,6 +6,7 @@ Commands stay thin: they parse options, call the library and print. The library 
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -27,12 +28,19 @@ class _Group(click.Group):
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="meteora-edge")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Log progress, and show llama.cpp's own log lines on stderr.")
+def main(verbose: bool) -> None:
     """Offline evidence selection for RAG: pick the few passages worth sending to an answer model."""
+    from meteora_edge.models.llm_model import set_llama_verbose
+
+    set_llama_verbose(verbose)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
 
 
 def _register() -> None:
-    from .core_commands import chunk, select
+    from .core_commands import chunk
+    from .select_command import select
     from .doctor_command import doctor
     from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
     from .eval_command import eval_command

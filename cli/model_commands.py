@@ -6,11 +6,19 @@ from typing import Any
 
 import click
 
+from meteora_edge.errors import InputError
 from meteora_edge.models.bundle import Bundle
 
 from .output import emit_json
 
-_bundle_argument = click.argument("bundle_dir", type=click.Path(file_okay=False))
+_bundle_argument = click.argument("bundle_dir", type=click.Path(file_okay=False), required=False,
+                                  envvar="METEORA_EDGE_BUNDLE")
+
+
+def _load(bundle_dir: str | None) -> Bundle:
+    if not bundle_dir:
+        raise InputError("give BUNDLE_DIR, or set METEORA_EDGE_BUNDLE to the bundle folder")
+    return Bundle.load(bundle_dir)
 
 
 @click.group()
@@ -40,9 +48,12 @@ def _describe(bundle: Bundle) -> list[str]:
 @models.command("info")
 @_bundle_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-def info(bundle_dir: str, as_json: bool) -> None:
-    """Show a bundle's components, files, settings and parity reports (files are not hashed)."""
-    bundle = Bundle.load(bundle_dir)
+def info(bundle_dir: str | None, as_json: bool) -> None:
+    """Show a bundle's components, files, settings and parity reports (files are not hashed).
+
+    BUNDLE_DIR defaults to $METEORA_EDGE_BUNDLE.
+    """
+    bundle = _load(bundle_dir)
     if as_json:
         emit_json(bundle.info(), output=None, compact=False)
     else:
@@ -53,9 +64,12 @@ def info(bundle_dir: str, as_json: bool) -> None:
 @_bundle_argument
 @click.option("--hashes-only", is_flag=True, help="Only check sizes and sha256; do not open the models.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify(bundle_dir: str, hashes_only: bool, as_json: bool) -> None:
-    """Check every file's size and sha256, then open each ONNX encoder and embed a probe text."""
-    bundle = Bundle.load(bundle_dir)
+def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
+    """Check every file's size and sha256, then open each ONNX encoder and embed a probe text.
+
+    BUNDLE_DIR defaults to $METEORA_EDGE_BUNDLE.
+    """
+    bundle = _load(bundle_dir)
     report: dict[str, Any] = {"bundle": str(bundle.root), "files": bundle.verify(), "models": {}}
     if not hashes_only:
         from meteora_edge.models.onnx_encoder import VARIANTS, OnnxEncoder

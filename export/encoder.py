@@ -32,7 +32,7 @@ from meteora_edge.errors import ConfigError, InputError, MissingExtraError, Mode
 from .parity import PARITY_SENTENCES, cosine_summary, reference_embeddings
 
 __all__ = ["DEFAULT_OPSET", "QUANTIZATIONS", "INT8_RECIPES", "INT8_FILES", "ModelSource", "resolve_source",
-           "export_encoder", "quantize_int8", "write_tokenizer", "encoder_settings"]
+           "export_encoder", "quantize_int8", "require_export_extra", "write_tokenizer", "encoder_settings"]
 
 logger = logging.getLogger(__name__)
 
@@ -66,6 +66,25 @@ class ModelSource:
 
     path: Path
     label: str
+
+
+EXPORT_MODULES = ("torch", "transformers", "optimum", "onnx", "onnxruntime", "tokenizers")
+
+
+def require_export_extra(modules: tuple[str, ...] = EXPORT_MODULES) -> None:
+    """Fail first, naming the missing extra, when the export toolchain is not installed
+    (found without importing it, so a SOURCE is never blamed for a missing library).
+
+    Raises:
+        MissingExtraError: the first of ``modules`` that is not installed.
+    """
+    for module in modules:
+        try:
+            found = importlib.util.find_spec(module) is not None
+        except (ImportError, ValueError):
+            found = False
+        if not found:
+            raise MissingExtraError(module, "export")
 
 
 def _package_model_dir(name: str) -> Path | None:
@@ -377,6 +396,7 @@ def run_export(
         raise ConfigError(f"max length must be an integer ≥ 2, got {max_length!r}")
     if not isinstance(opset, int) or not 14 <= opset <= 21:
         raise ConfigError(f"opset must be between 14 and 21, got {opset!r}")
+    require_export_extra()
     model_source = resolve_source(source)
     settings = encoder_settings(model_source.path, max_length)
     out = Path(bundle_dir)

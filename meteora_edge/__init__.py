@@ -42,27 +42,32 @@ _LAZY = {
     "MeVeEngine": "pipeline.meve",
     "MeteoraReranker": "selection.reranker",
     "MeteoraSelector": "selection.ecse",
+    "MeteoraVerifier": "selection.verification",
     "OnnxCrossEncoder": "models.onnx_cross_encoder",
     "OnnxEncoder": "models.onnx_encoder",
-    "PipelineConfig": "pipeline.engine",
+    "PipelineConfig": "pipeline.config",
     "PipelineResult": "pipeline.engine",
     "RankedDocument": "selection.reranker",
     "Rationale": "selection.rationales",
     "RerankTrace": "selection.reranker",
+    "SelectionMetrics": "evaluation",
     "SelectionResult": "selection.ecse",
     "Verdict": "selection.verification",
     "VerificationRequest": "selection.verification",
     "Verifier": "selection.verification",
     "chunk_text": "index.chunking",
+    "chunk_texts": "index.chunking",
     "document_text": "documents",
     "document_texts": "documents",
     "embed": "models.encoders",
+    "find_spanning_chunks": "index.chunking",
     "format_rationales": "selection.rationales",
     "load_encoder": "models.onnx_encoder",
-    "load_sample_shots": "selection.llm_generator",
+    "load_sample_shots": "selection.sample_shots",
     "load_token_counter": "pipeline.budget",
     "parse_rationales": "selection.rationales",
     "parse_verdict": "selection.verification",
+    "precision_recall_f1": "evaluation",
     "setup_simulation_data": "pipeline.meve",
     "statistical_elbow": "selection.stages",
 }
@@ -83,27 +88,32 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .pipeline.meve import MeVeEngine
     from .selection.reranker import MeteoraReranker
     from .selection.ecse import MeteoraSelector
+    from .selection.verification import MeteoraVerifier
     from .models.onnx_cross_encoder import OnnxCrossEncoder
     from .models.onnx_encoder import OnnxEncoder
-    from .pipeline.engine import PipelineConfig
+    from .pipeline.config import PipelineConfig
     from .pipeline.engine import PipelineResult
     from .selection.reranker import RankedDocument
     from .selection.rationales import Rationale
     from .selection.reranker import RerankTrace
+    from .evaluation import SelectionMetrics
     from .selection.ecse import SelectionResult
     from .selection.verification import Verdict
     from .selection.verification import VerificationRequest
     from .selection.verification import Verifier
     from .index.chunking import chunk_text
+    from .index.chunking import chunk_texts
     from .documents import document_text
     from .documents import document_texts
     from .models.encoders import embed
+    from .index.chunking import find_spanning_chunks
     from .selection.rationales import format_rationales
     from .models.onnx_encoder import load_encoder
-    from .selection.llm_generator import load_sample_shots
+    from .selection.sample_shots import load_sample_shots
     from .pipeline.budget import load_token_counter
     from .selection.rationales import parse_rationales
     from .selection.verification import parse_verdict
+    from .evaluation import precision_recall_f1
     from .pipeline.meve import setup_simulation_data
     from .selection.stages import statistical_elbow
 
@@ -145,6 +155,7 @@ __all__ = [
     "MeteoraError",
     "MeteoraReranker",
     "MeteoraSelector",
+    "MeteoraVerifier",
     "MissingExtraError",
     "ModelError",
     "OnnxCrossEncoder",
@@ -154,20 +165,24 @@ __all__ = [
     "RankedDocument",
     "Rationale",
     "RerankTrace",
+    "SelectionMetrics",
     "SelectionResult",
     "Verdict",
     "VerificationRequest",
     "Verifier",
     "chunk_text",
+    "chunk_texts",
     "document_text",
     "document_texts",
     "embed",
+    "find_spanning_chunks",
     "format_rationales",
     "load_sample_shots",
     "load_encoder",
     "load_token_counter",
     "parse_rationales",
     "parse_verdict",
+    "precision_recall_f1",
     "setup_simulation_data",
     "statistical_elbow",
 ]

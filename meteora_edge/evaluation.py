@@ -4,23 +4,25 @@ Per question the candidates are its context sentences (each prefixed by its para
 title) or its paragraphs; gold are the supporting sentences or the paragraphs that hold
 them. Each method selects candidate positions; metrics are macro-averaged over questions.
 
-Method specs: ``topk-cosine:K``, ``bm25:K``, ``ecse`` (query as the rationale, window 0),
-``ecse-window:W``, ``ecse-llm`` (GGUF rationales), ``ecse-llm-verify`` (plus the GGUF
-verifier), ``meve`` (MeVe's phases, ECSE off) and ``pipeline`` (all phases, ECSE on); the
-last two take settings, e.g. ``pipeline:t_max=200,n_min=2``.
+Method specs: the baselines ``topk-cosine:K``, ``bm25:K`` and ``topk-hybrid:K`` (the fused
+query score); ``ecse`` (METEORA: the query as the rationale, cosine, window 0) with ECSE
+settings, e.g. ``ecse:scoring=hybrid,rationales=auto``; ``ecse-window:W``; ``ecse-llm`` (GGUF
+rationales) and ``ecse-llm-verify`` (plus the GGUF verifier); ``meve`` (MeVe's phases, ECSE
+off) and ``pipeline`` (all phases with their defaults) take pipeline settings, e.g.
+``pipeline:scoring=dense,n_min=3``.
 """
 
 from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from .index.bm25 import BM25Index, bm25_tokens
+from .models.bm25 import BM25Index, bm25_tokens
 from .pipeline.budget import TokenCounter, WhitespaceCounter
 from .selection.ecse import MeteoraSelector
 from .models.encoders import EncoderLike, embed, encoder_id
@@ -28,13 +30,49 @@ from .errors import ConfigError, InputError
 from .fileio import give_normal_permissions, read_json_file
 from .index.memory_index import InMemoryIndex
 from .pipeline.meve import MeVeConfig
-from .pipeline.engine import EvidencePipeline, PipelineConfig
-from .selection.stages import cosine_matrix, top_k_indices
+from .pipeline.config import PipelineConfig
+from .pipeline.engine import EvidencePipeline
+from .selection.stages import cosine_matrix, fuse_scores, top_k_indices
 
-__all__ = ["EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS"]
+__all__ = [
+    "EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS",
+    "SelectionMetrics", "precision_recall_f1",
+]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify")
 _YES_NO = {"yes", "no"}
+
+
+@dataclass(frozen=True)
+class SelectionMetrics:
+    """Precision, recall and F1 of one selection against gold ids (METEORA's metrics)."""
+
+    precision: float
+    recall: float
+    f1: float
+    correct_chunk_found: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "correct_chunk_found": self.correct_chunk_found}
+
+
+def precision_recall_f1(selected: Iterable[Hashable], gold: Iterable[Hashable]) -> SelectionMetrics:
+    """Score the selected chunk ids against the gold ones (duplicates count once).
+
+    Precision is 0 when nothing is selected, recall 0 when there is no gold.
+
+    Example:
+        >>> m = precision_recall_f1([1, 2, 3, 4], [2, 9])
+        >>> (m.precision, m.recall, round(m.f1, 4), m.correct_chunk_found)
+        (0.25, 0.5, 0.3333, True)
+    """
+    chosen, wanted = set(selected), set(gold)
+    hits = len(chosen & wanted)
+    precision = hits / len(chosen) if chosen else 0.0
+    recall = hits / len(wanted) if wanted else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return SelectionMetrics(precision, recall, f1, hits > 0)
 
 
 @dataclass(frozen=True)
@@ -144,39 +182,37 @@ def build_method(
         ConfigError: unknown method, bad K or settings, or an LLM method without its model.
     """
     name, _, arg = spec.partition(":")
-    if name in ("topk-cosine", "bm25"):
+    if name in ("topk-cosine", "topk-hybrid", "bm25"):
         try:
             k = int(arg)
         except ValueError:
             raise ConfigError(f"method {spec!r} needs a positive K, e.g. {name}:3") from None
         if k < 1:
             raise ConfigError(f"method {spec!r} needs a positive K")
-        if name == "topk-cosine":
-            def topk(q: EvalQuestion) -> list[int]:
-                sims = cosine_matrix(embed(encoder, [q.question]), embed(encoder, q.candidates))[0]
-                return top_k_indices(sims, k).tolist()
-            return topk
+        scoring = {"topk-cosine": "dense", "topk-hybrid": "hybrid", "bm25": "lexical"}[name]
 
-        def lexical(q: EvalQuestion) -> list[int]:
-            index = BM25Index.build(bm25_tokens(c) for c in q.candidates)
-            return index.search(q.question, k)[0].tolist()
-        return lexical
+        def topk(q: EvalQuestion) -> list[int]:
+            return top_k_indices(_query_scores(q, encoder, scoring), k).tolist()
+        return topk
     if name in ("ecse", "ecse-window"):
-        window = 0
+        settings = _ecse_settings(spec, arg) if name == "ecse" else {}
         if name == "ecse-window":
             try:
-                window = int(arg)
+                settings["expansion_window"] = int(arg)
             except ValueError:
                 raise ConfigError(f"method {spec!r} needs a window, e.g. ecse-window:1") from None
-        selector = MeteoraSelector(encoder, expansion_window=window)
+        strategy = settings.pop("rationales", "query")
+        selector = MeteoraSelector(encoder, **{"expansion_window": 0, **settings})
+        if strategy == "auto":
+            return lambda q: selector.select_auto(q.candidates, q.question).selected_indices
         return lambda q: selector.select(q.candidates, [q.question]).selected_indices
     if name in LLM_METHODS:
         if generator is None or (name == "ecse-llm-verify" and verifier is None):
             raise ConfigError(f"method {name!r} needs the GGUF model: give --bundle with an llm component")
-        config = PipelineConfig(
-            use_ecse=True, verification="llm" if name == "ecse-llm-verify" else "none", n_min=None,
-            theta_redundancy=None, t_max=None, **_settings(spec, arg),
-        )
+        config = PipelineConfig.from_dict({
+            "use_ecse": True, "verification": "llm" if name == "ecse-llm-verify" else "none", "n_min": None,
+            "theta_redundancy": None, "t_max": None, "scoring": "dense", **_settings(spec, arg),
+        })
         return _pipeline_method(config, encoder, generator, verifier if name == "ecse-llm-verify" else None, token_counter)
     if name == "meve":
         base = MeVeConfig().pipeline_config()
@@ -184,8 +220,33 @@ def build_method(
     if name == "pipeline":
         return _pipeline_method(_override(PipelineConfig(), spec, arg), encoder, None, verifier, token_counter)
     raise ConfigError(
-        f"unknown method {spec!r}; use topk-cosine:K, bm25:K, ecse, ecse-window:W, ecse-llm, ecse-llm-verify, meve, pipeline"
+        f"unknown method {spec!r}; use topk-cosine:K, topk-hybrid:K, bm25:K, ecse[:settings], ecse-window:W, "
+        "ecse-llm, ecse-llm-verify, meve[:settings], pipeline[:settings]"
     )
+
+
+_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "elbow_z_threshold", "expansion_window")
+
+
+def _ecse_settings(spec: str, arg: str) -> dict[str, Any]:
+    settings = _settings(spec, arg)
+    unknown = sorted(set(settings) - set(_ECSE_SETTINGS))
+    if unknown:
+        raise ConfigError(f"method {spec!r}: unknown ECSE setting(s) {unknown}; known: {list(_ECSE_SETTINGS)}")
+    if settings.get("rationales", "query") not in ("auto", "query"):
+        raise ConfigError(f"method {spec!r}: rationales must be auto or query")
+    return settings
+
+
+def _query_scores(q: EvalQuestion, encoder: EncoderLike, scoring: str) -> np.ndarray:
+    """The question's score for every candidate: cosine, BM25 over the candidates, or both fused."""
+    dense = cosine_matrix(embed(encoder, [q.question]), embed(encoder, q.candidates))
+    if scoring == "dense":
+        return dense[0]
+    lexical = BM25Index.build(bm25_tokens(c) for c in q.candidates).scores(bm25_tokens(q.question))[None, :]
+    if scoring == "lexical":
+        return lexical[0]
+    return fuse_scores(dense, lexical, scoring="hybrid")[0]
 
 
 def _override(config: PipelineConfig, spec: str, arg: str) -> PipelineConfig:
@@ -278,14 +339,12 @@ def evaluate(
             t0 = time.perf_counter()
             chosen = sorted(set(method(q)))
             ms = (time.perf_counter() - t0) * 1000
-            hits = len(q.gold & set(chosen))
-            p = hits / len(chosen) if chosen else 0.0
-            r = hits / len(q.gold)
+            metrics = precision_recall_f1(chosen, q.gold)
             text = " ".join(q.candidates[i] for i in chosen)
             answer = None if q.answer.strip().lower() in _YES_NO else q.answer.strip().lower() in text.lower()
             rows.append({
-                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": p, "recall": r,
-                "f1": 2 * p * r / (p + r) if p + r else 0.0, "all_gold": q.gold <= set(chosen),
+                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": metrics.precision,
+                "recall": metrics.recall, "f1": metrics.f1, "all_gold": q.gold <= set(chosen),
                 "items": len(chosen), "tokens": sum(counter.count([q.candidates[i] for i in chosen])) if chosen else 0,
                 "answer_contained": answer, "ms": ms,
             })
@@ -324,8 +383,23 @@ def report_table(reports: Sequence[MethodReport], *, skipped_yes_no: int) -> str
     return "\n".join(lines)
 
 
+def require_matplotlib() -> None:
+    """Check (without importing it) that the ``plot`` extra is there, before a long evaluation.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("matplotlib", "plot")
+
+
 def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> None:
     """F1 against mean tokens, one labelled point per method, written atomically as PNG."""
+    require_matplotlib()
     try:
         import matplotlib
 

@@ -40,8 +40,8 @@ def vectors_in(folder: Path) -> int:
 
 
 def selection(output: str) -> dict:
-    data = json.loads(output)
-    return {k: data[k] for k in ("selected_indices", "scores", "passages", "encoder", "details")}
+    data = json.loads(output)  # the --trace record
+    return {k: data[k] for k in ("selected_indices", "passages", "encoder", "details")}
 
 
 @pytest.fixture
@@ -59,16 +59,16 @@ def chunks_file(tmp_path: Path) -> Path:
 def test_select_uses_the_cache_and_no_cache_selects_the_same(tmp_path, bundle, chunks_file):
     cache = tmp_path / "cache"
     env = {"METEORA_EDGE_CACHE": str(cache)}
-    args = ("select", "--chunks", str(chunks_file), "-q", "who may terminate", "--bundle", str(bundle), "--compact")
+    args = ("select", "--chunks", str(chunks_file), "-q", "who may terminate", "--bundle", str(bundle), "--trace")
     cold = run(*args, env=env)
     assert cold.exit_code == 0, cold.output
     assert vectors_in(cache) == len(CHUNKS) + 1  # the chunks and the query (the rationale)
     warm = run(*args, env=env)
     uncached = run(*args, "--no-cache", env={"METEORA_EDGE_CACHE": str(tmp_path / "unused")})
-    assert selection(cold.output) == selection(warm.output) == selection(uncached.output)
+    assert selection(cold.stdout) == selection(warm.stdout) == selection(uncached.stdout)
     assert not (tmp_path / "unused").exists()
     off = run(*args, env={"METEORA_EDGE_CACHE": "off"})
-    assert off.exit_code == 0 and selection(off.output) == selection(cold.output)
+    assert off.exit_code == 0 and selection(off.stdout) == selection(cold.stdout)
     assert not (Path.home() / ".cache" / "meteora-edge").exists()
 
 
@@ -93,8 +93,8 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
     vnni = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2", "avx512_vnni"}), source="test")
     plain = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2"}), source="test")
     monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: vnni)
-    out = run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle), "--compact")
-    data = json.loads(out.output)
+    out = run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle), "--trace")
+    data = json.loads(out.stdout)
     assert data["encoder"].endswith(":int8-dot")
     choice = data["trace"]["config"]["encoder_precision"]
     assert choice["requested"] == "auto" and choice["precision"] == "int8-dot" and "avx512_vnni" in choice["reason"]
@@ -104,9 +104,9 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
     assert run("index", "build", str(doc), "--out", str(tmp_path / "idx"), "--chunk-size", "6",
                "--bundle", str(bundle)).exit_code == 0  # built with fp32 on a CPU without VNNI
     monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: vnni)  # ... and queried on one with it
-    out = run("select", "--index", str(tmp_path / "idx"), "-q", "fees", "--bundle", str(bundle), "--compact")
+    out = run("select", "--index", str(tmp_path / "idx"), "-q", "fees", "--bundle", str(bundle), "--trace")
     assert out.exit_code == 0, out.output
-    data = json.loads(out.output)
+    data = json.loads(out.stdout)
     assert data["encoder"].endswith(":fp32")
     assert "was built with it" in data["trace"]["config"]["encoder_precision"]["reason"]
 

@@ -63,7 +63,9 @@ def test_metrics_on_a_hand_checked_case():
     assert report.answer_contained == 1.0 and report.answer_questions == 1
 
 
-@pytest.mark.parametrize("spec", ["nope", "topk-cosine", "topk-cosine:0", "bm25:x", "ecse-window:z", "pipeline:k=3", "ecse-llm"])
+@pytest.mark.parametrize("spec", ["nope", "topk-cosine", "topk-cosine:0", "bm25:x", "ecse-window:z", "pipeline:k=3", "ecse-llm",
+                                  "topk-hybrid:-1", "ecse:scoring=magic", "ecse:rationales=llm", "ecse:k_init=3",
+                                  "pipeline:scoring=magic", "pipeline:rationales=all"])
 def test_bad_method_specs(spec):
     with pytest.raises(ConfigError):
         build_method(spec, HashingEncoder())
@@ -72,7 +74,8 @@ def test_bad_method_specs(spec):
 @needs_dev
 def test_all_model_free_methods_run_on_the_dev_file_and_are_deterministic():
     questions = load_hotpot(str(DEV), limit=10)
-    specs = ["topk-cosine:3", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline:t_max=150"]
+    specs = ["topk-cosine:3", "bm25:3", "topk-hybrid:2", "ecse", "ecse:scoring=hybrid,rationales=auto", "ecse-window:1",
+             "meve", "pipeline:t_max=150", "pipeline:scoring=dense"]
     enc = HashingEncoder()
     first = evaluate(questions, {s: build_method(s, enc) for s in specs})
     second = evaluate(questions, {s: build_method(s, enc) for s in specs})
@@ -80,6 +83,14 @@ def test_all_model_free_methods_run_on_the_dev_file_and_are_deterministic():
         assert [r["selected"] for r in a.per_question] == [r["selected"] for r in b.per_question]
         assert 0 <= a.f1 <= 1 and 0 <= a.all_gold <= 1
     assert next(r for r in first if r.method == "topk-cosine:3").items == 3
+    assert next(r for r in first if r.method == "topk-hybrid:2").items == 2
+
+
+def test_topk_hybrid_is_the_fused_query_score():
+    q = EvalQuestion("q", "zanzibar treaty", "", ["alpha", "the zanzibar treaty of 1890", "beta gamma", "treaty"],
+                     frozenset({1}))
+    assert build_method("topk-hybrid:1", HashingEncoder())(q) == [1]
+    assert build_method("bm25:1", HashingEncoder())(q) == [1]
 
 
 @needs_dev
@@ -103,3 +114,41 @@ def test_cli_eval_bad_data_is_a_one_line_error(tmp_path):
     assert not out.exists()
     result = CliRunner().invoke(main, ["eval", "--data", write(tmp_path, [ITEM]), "--method", "ecse-llm"])
     assert result.exit_code == 1 and "--bundle" in result.output
+
+
+@pytest.mark.parametrize(
+    "selected, gold, expected",
+    [
+        ([1, 2, 3, 4], [2, 9], (0.25, 0.5, 1 / 3, True)),
+        ([2, 2, 9], [2, 9], (1.0, 1.0, 1.0, True)),
+        ([], [1], (0.0, 0.0, 0.0, False)),
+        ([1], [], (0.0, 0.0, 0.0, False)),
+        (["a", "b"], ["c"], (0.0, 0.0, 0.0, False)),
+    ],
+)
+def test_precision_recall_f1_of_a_selection(selected, gold, expected):
+    from meteora_edge import precision_recall_f1
+
+    m = precision_recall_f1(selected, gold)
+    assert (m.precision, m.recall, m.correct_chunk_found) == (expected[0], expected[1], expected[3])
+    assert m.f1 == pytest.approx(expected[2]) and m.to_dict()["f1"] == m.f1
+
+
+def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
+    import importlib.util
+
+    from meteora_edge.cli import eval_command as command
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the evaluation started before the options were checked")
+
+    monkeypatch.setattr(command, "load_hotpot", no_work)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    data = tmp_path / "data.json"
+    data.write_text("[]")
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "--plot", str(tmp_path / "p.png")])
+    assert result.exit_code == 1 and "'matplotlib' is not installed" in result.output
+    assert 'pip install "meteora-edge[plot]"' in result.output
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "-o", str(tmp_path / "no" / "r.json")])
+    assert result.exit_code == 1 and "does not exist" in result.output

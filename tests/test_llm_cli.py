@@ -13,7 +13,7 @@ from llm_fakes import FakeLlama, write_gguf
 
 from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
-from meteora_edge.cli import core_commands
+from meteora_edge.cli import select_command
 from meteora_edge.cli.main import main
 from meteora_edge.models.encoders import HashingEncoder
 
@@ -135,18 +135,18 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain):
         seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
         return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
                                         num_rationales=num_rationales) if generate else None,
                 LlamaVerifier(llm) if verify else None)
 
-    monkeypatch.setattr(core_commands, "llm_roles", roles)
-    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a, **k: HashingEncoder())
+    monkeypatch.setattr(select_command, "llm_roles", roles)
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
-                 "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048")
+                 "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048", "--trace")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert seen == {"bundle": str(tmp_path), "threads": 1, "context_size": 2048, "num_rationales": 1}
     assert data["rationale_source"] == "generated"
     assert data["rationales"] == [{"index": 1, "label": "Termination", "text": "find the notice period",

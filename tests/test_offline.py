@@ -75,7 +75,7 @@ def test_index_and_select_with_llm_roles_inside_a_network_namespace(offline_bund
     assert build.returncode == 0, build.stderr
     select = subprocess.run(["unshare", "-n", *CLI, "select", "--index", str(index), "--bundle", str(offline_bundle),
                              "-q", "How can the agreement be terminated?", "--generate-rationales", "--num-rationales", "2",
-                             "--verify", "--k-init", "6", "--compact"],
+                             "--verify", "--k-init", "6", "--compact", "--trace"],
                             capture_output=True, text=True, env=_offline_env(), timeout=900)
     assert select.returncode == 0, select.stderr
     data = json.loads(select.stdout)

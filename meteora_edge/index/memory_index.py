@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-from .bm25 import BM25Index, bm25_tokens
+from ..models.bm25 import BM25Index, bm25_tokens
 from ..documents import document_texts
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
 from ..errors import InputError

@@ -14,6 +14,7 @@ from typing import Protocol, Union, runtime_checkable
 import numpy as np
 
 from ..errors import ConfigError, InputError, ModelError
+from .vectors import normalize_rows
 
 __all__ = ["Encoder", "EncoderLike", "HashingEncoder", "embed", "normalize_rows", "encoder_id"]
 
@@ -62,13 +63,6 @@ class HashingEncoder:
 
     def __repr__(self) -> str:
         return f"HashingEncoder(n_features={self.n_features})"
-
-
-def normalize_rows(matrix: np.ndarray) -> np.ndarray:
-    """L2-normalise each row; a zero row is divided by 1 (stays zero)."""
-    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
-    norms[norms == 0] = 1.0
-    return matrix / norms
 
 
 def encoder_id(encoder: object) -> str:

@@ -41,9 +41,48 @@ from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
 from .llm_file import check_gguf
 
-__all__ = ["LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm", "cpu_backend"]
+__all__ = [
+    "LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm",
+    "import_llama_cpp", "set_llama_verbose", "cpu_backend",
+]
 
 logger = logging.getLogger(__name__)
+
+_native = {"verbose": False, "callback": None}
+
+
+def set_llama_verbose(verbose: bool) -> None:
+    """Show llama.cpp's own log lines on stderr (``True``), or keep them quiet (the default)."""
+    _native["verbose"] = bool(verbose)
+
+
+def import_llama_cpp() -> Any:
+    """Import llama-cpp-python with llama.cpp's native logging routed through this module.
+
+    llama.cpp writes its own lines (model metadata, ``n_ctx_seq (512) > n_ctx_train (0)`` when
+    a GGUF serves as a tokenizer) even with ``verbose=False``; they reach stderr only after
+    :func:`set_llama_verbose` ``(True)`` (the CLI's ``--verbose``).
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("llama_cpp", "llm") from None
+    if _native["callback"] is None and hasattr(llama_cpp, "llama_log_set"):
+        import ctypes
+        import sys
+
+        @llama_cpp.llama_log_callback
+        def forward(level: int, text: bytes, user_data: Any) -> None:
+            if _native["verbose"]:
+                sys.stderr.write(text.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+
+        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+        _native["callback"] = forward  # keep the C callback alive
+    return llama_cpp
 
 DEFAULT_CONTEXT_SIZE = 4096
 CHAT_FORMATS = ("gguf", "chatml", "plain")
@@ -105,11 +144,9 @@ def cpu_backend() -> dict[str, Any]:
 
 
 def _load_cpu_backend() -> dict[str, Any]:
-    try:
-        import llama_cpp
-        from llama_cpp import llama_cpp as bindings
-    except ImportError:
-        raise MissingExtraError("llama_cpp", "llm") from None
+    llama_cpp = import_llama_cpp()  # llama.cpp's log lines ("loaded CPU backend …") stay quiet
+    from llama_cpp import llama_cpp as bindings
+
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     variants = sorted(m.group(1) for f in lib_dir.glob("*ggml-cpu-*") if (m := _VARIANT_FILE.search(f.name)))
     if not variants:
@@ -123,15 +160,7 @@ def _load_cpu_backend() -> dict[str, Any]:
     if ggml.ggml_backend_dev_count() == 0:
         ggml.ggml_backend_load_all_from_path.restype = None
         ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        # llama-cpp-python prints llama.cpp's log lines while its logger is below ERROR (as it
-        # is until the first Llama(verbose=False)); keep "loaded CPU backend" off stderr
-        library_logger = logging.getLogger("llama-cpp-python")
-        level = library_logger.level
-        library_logger.setLevel(max(level, logging.ERROR))
-        try:
-            ggml.ggml_backend_load_all_from_path(os.fsencode(lib_dir))
-        finally:
-            library_logger.setLevel(level)
+        ggml.ggml_backend_load_all_from_path(os.fsencode(lib_dir))
     if ggml.ggml_backend_dev_count() == 0:
         raise ModelError(
             f"llama.cpp loaded none of its CPU backends from {lib_dir} ({', '.join(variants)}); "
@@ -238,10 +267,7 @@ class LocalLLM:
         _positive("context_size", context_size)
         _positive("batch_size", batch_size)
         p = check_gguf(path)
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise MissingExtraError("llama_cpp", "llm") from None
+        Llama = import_llama_cpp().Llama
         cpu_backend()
         started = time.perf_counter()
         try:
@@ -253,7 +279,7 @@ class LocalLLM:
                 n_threads_batch=threads,
                 seed=seed,
                 n_gpu_layers=0,
-                verbose=False,
+                verbose=bool(_native["verbose"]),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(
@@ -377,6 +403,7 @@ class LocalLLM:
         stop: Sequence[str] = (),
         grammar: Any = None,
         temperature: float = 0.0,
+        top_p: float | None = None,
         reuse_prefix: bool = True,
     ) -> Completion:
         """Continue ``tokens``; at most ``max_tokens`` new tokens, never past the context.
@@ -387,6 +414,7 @@ class LocalLLM:
             stop: strings that end the answer (not included in it).
             grammar: a ``llama_cpp.LlamaGrammar`` constraining the answer.
             temperature: 0 is greedy (deterministic).
+            top_p: nucleus sampling cut-off when sampling (``None``: no cut-off).
             reuse_prefix: keep the evaluated prefix shared with the previous call.
 
         Raises:
@@ -409,6 +437,7 @@ class LocalLLM:
                     list(tokens),
                     max_tokens=max_tokens,
                     temperature=temperature,
+                    top_p=1.0 if top_p is None else top_p,
                     stop=list(stop),
                     grammar=grammar,
                     seed=self.seed,

@@ -75,10 +75,9 @@ class GgufTokenCounter:
     """Counts tokens with a GGUF model's vocabulary (loads the vocabulary only)."""
 
     def __init__(self, path: str | Path) -> None:
-        try:
-            import llama_cpp
-        except ImportError:
-            raise MissingExtraError("llama_cpp", "llm") from None
+        from ..models.llm_model import import_llama_cpp
+
+        llama_cpp = import_llama_cpp()
         path = Path(path)
         if not path.is_file():
             raise InputError(f"GGUF file not found: {path}")

@@ -2,124 +2,58 @@
 
 Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
 
-1. ``candidates`` — kNN over a local index (``k_init``) or the caller's passages;
-2. ``selection``  — rationales (given / generator / the query) and ECSE;
+1. ``candidates`` — the caller's passages, or from a local index: kNN (``k_init``), and with
+   hybrid or lexical scoring also BM25's ``k_init`` best, ranked by the fused score;
+2. ``selection``  — rationales (given / generator / written by rule from the query) and ECSE;
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none);
-4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive;
-5. ``prioritise`` — order by score, drop chunks whose cosine to a kept one exceeds ``theta``;
+4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
+   same rung, so nothing enters the context unverified;
+5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
 6. ``budget``     — greedy packing into ``t_max`` tokens of the answer model's tokenizer.
+
+**Scores.** Every phase keeps its own named score per chunk in the trace (``retrieval``,
+``dense``, ``lexical``, ``selection``, ``relevance``, ``bm25``). Prioritisation sorts the
+verified chunks by one documented score, the *priority*: the cross-encoder's probability when
+that rung judged them, else the selection (ECSE) score, else the retrieval score; fallback
+hits follow in BM25 order. ``PipelineResult.scores`` holds each passage's priority score and
+``PipelineResult.score_names`` says which score it is.
 """
 
 from __future__ import annotations
 
-import json
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 
-from ..index.bm25 import BM25Index, bm25_tokens
-from .budget import TokenCounter, WhitespaceCounter, pack
 from ..documents import document_texts
-from ..selection.ecse import MeteoraSelector, check_window
-from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
-from ..errors import ConfigError, InputError, LocalIndexError
-from .ladder import RUNGS, CrossEncoder, choose_rung, run_ladder
+from ..errors import InputError, LocalIndexError
 from ..index.local_index import LocalIndex
 from ..index.memory_index import InMemoryIndex
-from .prioritise import drop_duplicates
+from ..models.bm25 import BM25Index, bm25_tokens
+from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
+from ..selection.ecse import MeteoraSelector
 from ..selection.reranker import RationaleGenerator, resolve_rationales
-from .trace import CandidateRecord, PhaseRecord, Trace
+from ..selection.stages import fuse_scores
 from ..selection.verification import VerifierLike
+from .budget import TokenCounter, WhitespaceCounter, pack
+from .config import PipelineConfig
+from .ladder import CrossEncoder, choose_rung, run_ladder
+from .prioritise import drop_duplicates
+from .trace import CandidateRecord, PhaseRecord, Trace
 
 __all__ = ["PipelineConfig", "EvidencePipeline", "PipelineResult"]
 
 
-def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ConfigError(f"{name} must be an integer >= {low}{' or None' if optional else ''}, got {value!r}")
-
-
-def _check_float(name: str, value: object, low: float, high: float, *, optional: bool = False) -> None:
-    if value is None and optional:
-        return
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
-        raise ConfigError(f"{name} must be a number in [{low}, {high}]{' or None' if optional else ''}, got {value!r}")
-
-
-@dataclass(frozen=True)
-class PipelineConfig:
-    """Settings of every phase; pass them by keyword. ``None`` turns a phase off.
-
-    Args:
-        k_init: candidates fetched by kNN from an index.
-        use_ecse: run ECSE selection on the candidates (off: pure MeVe, verify all).
-        expansion_window: ECSE neighbour expansion (0 for independent kNN results).
-        elbow_z_threshold: ECSE elbow threshold.
-        verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
-        tau_relevance: threshold of the cross-encoder and cosine rungs.
-        n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
-        theta_redundancy: cosine above which a lower-ranked chunk is a duplicate (None: keep all).
-        t_max: token budget (None: unlimited).
-        oversize: what happens to a chunk larger than the whole budget: ``drop`` or ``truncate``.
-        max_candidates / max_chunk_chars / max_rationales: resource limits.
-    """
-
-    k_init: int = 20
-    use_ecse: bool = True
-    expansion_window: int = 0
-    elbow_z_threshold: float = 1.0
-    verification: str = "auto"
-    tau_relevance: float = 0.4
-    n_min: int | None = 3
-    theta_redundancy: float | None = 0.85
-    t_max: int | None = 512
-    oversize: str = "drop"
-    max_candidates: int = 10_000
-    max_chunk_chars: int = 100_000
-    max_rationales: int = 32
-
-    def __post_init__(self) -> None:
-        _check_int("k_init", self.k_init, 1)
-        check_window("expansion_window", self.expansion_window)
-        _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
-        if self.verification not in RUNGS:
-            raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {self.verification!r}")
-        _check_float("tau_relevance", self.tau_relevance, -1e6, 1e6)
-        _check_int("n_min", self.n_min, 0, optional=True)
-        _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)
-        _check_int("t_max", self.t_max, 1, optional=True)
-        if self.oversize not in ("drop", "truncate"):
-            raise ConfigError(f"oversize must be 'drop' or 'truncate', got {self.oversize!r}")
-        _check_int("max_candidates", self.max_candidates, 1)
-        _check_int("max_chunk_chars", self.max_chunk_chars, 1)
-        _check_int("max_rationales", self.max_rationales, 1)
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-    def to_json(self) -> str:
-        return json.dumps(self.to_dict(), sort_keys=True)
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> PipelineConfig:
-        """Build from a mapping, refusing unknown keys."""
-        if not isinstance(data, dict):
-            raise ConfigError(f"pipeline config must be an object, got {type(data).__name__}")
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown pipeline setting(s) {unknown}; known: {sorted(known)}")
-        return cls(**data)
-
-
 @dataclass(frozen=True)
 class PipelineResult:
-    """The budgeted context: passages in priority order, their ids, scores and the trace."""
+    """The budgeted context: passages in priority order, their ids, scores and the trace.
+
+    ``scores[i]`` is passage ``i``'s priority score and ``score_names[i]`` names it
+    (``cross-encoder``, ``selection``, ``retrieval`` or ``bm25`` for a fallback hit).
+    """
 
     passages: list[str]
     documents: list[Any]
@@ -127,6 +61,7 @@ class PipelineResult:
     scores: list[float]
     tokens: int
     trace: Trace = field(repr=False)
+    score_names: list[str] = field(default_factory=list)
 
     @property
     def context(self) -> str:
@@ -137,6 +72,7 @@ class PipelineResult:
             "passages": list(self.passages),
             "ids": list(self.ids),
             "scores": [round(s, 6) for s in self.scores],
+            "score_names": list(self.score_names),
             "tokens": self.tokens,
             "trace": self.trace.to_dict(),
         }
@@ -238,12 +174,14 @@ class _Run:
         self.query_vector = np.zeros(0, dtype=np.float32)
         self.records: list[CandidateRecord] = []
         self.rationales: list[Any] = []
+        self.rationale_vectors: np.ndarray | None = None
         self.order: list[int] = []
-        self.priority: dict[int, float] = {}
         self.accepted: list[int] = []
         self.flagged: set[int] = set()
+        self.errored: set[int] = set()
         self.fallback_added: list[int] = []
         self.final: list[int] = []
+        self.priority: dict[int, tuple[float, str]] = {}
 
     def _phase(self, name: str, started: float, summary: str, **details: Any) -> None:
         self.trace.phases.append(PhaseRecord(name, (time.perf_counter() - started) * 1000, summary, details))
@@ -257,6 +195,8 @@ class _Run:
         self.records.append(CandidateRecord(position, label, text, retrieval_score=score))
         return position
 
+    # -- 1. candidates -------------------------------------------------------------------
+
     def candidates(self, passages: Sequence[object] | None) -> None:
         t0 = time.perf_counter()
         cfg, pipe = self.cfg, self.pipe
@@ -269,130 +209,275 @@ class _Run:
             if long is not None:
                 raise InputError(f"passage {long} has {len(texts[long])} characters, over max_chunk_chars={cfg.max_chunk_chars}")
             vectors = embed(pipe.encoder, texts) if texts else np.zeros((0, self.query_vector.shape[0]))
-            scores = _cosines(vectors, self.query_vector)
+            dense = _cosines(vectors, self.query_vector)
+            lexical = None
+            if cfg.scoring != "dense" and texts:
+                lexical = BM25Index.build(bm25_tokens(t) for t in texts).scores(bm25_tokens(self.query))
             for i, text in enumerate(texts):
-                self._add(text, passages[i], i, i, float(scores[i]))
+                self._add(text, passages[i], i, i, None)
             self.vectors = np.asarray(vectors, dtype=np.float32)
             source = "passages"
         elif pipe.index is not None:
-            ids, scores = pipe.index.search(self.query_vector, cfg.k_init)
-            records = pipe.index.records(ids.tolist())
-            for chunk_id, score, record in zip(ids.tolist(), scores.tolist(), records):
-                self._add(record["text"], record, int(chunk_id), record.get("id", chunk_id), float(score))
-            self.vectors = np.asarray(pipe.index.vectors[ids], dtype=np.float32)
-            source = "knn"
+            ids, dense, lexical = self._index_candidates(pipe.index)
+            records = pipe.index.records(ids)
+            for chunk_id, record in zip(ids, records):
+                self._add(record["text"], record, int(chunk_id), record.get("id", chunk_id), None)
+            self.vectors = np.asarray(pipe.index.vectors[ids], dtype=np.float32) if ids else np.zeros(
+                (0, self.query_vector.shape[0]), dtype=np.float32)
+            source = "knn" if cfg.scoring == "dense" else "knn+bm25"
         else:
             raise InputError("no candidates: pass passages=… or build the pipeline with an index")
+        retrieval = self._fuse(dense, lexical)
+        for i, record in enumerate(self.records):
+            record.retrieval_score = float(retrieval[i])
+            record.dense_score = float(dense[i])
+            record.lexical_score = None if lexical is None else float(lexical[i])
+            self.priority[i] = (record.retrieval_score, "retrieval")
         self.order = list(range(len(self.texts)))
-        for i, r in enumerate(self.records):
-            self.priority[i] = r.retrieval_score if r.retrieval_score is not None else 0.0
-        self._phase("candidates", t0, f"{len(self.texts)} candidates from {source}", source=source,
-                    k_init=cfg.k_init if source == "knn" else None)
+        self._phase("candidates", t0, f"{len(self.texts)} candidates from {source} ({cfg.scoring} scores)", source=source,
+                    k_init=cfg.k_init if source != "passages" else None, scoring=cfg.scoring)
+
+    def _index_candidates(self, index: LocalIndex | InMemoryIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+        """kNN's best (and BM25's best unless scoring is dense), ranked by the fused score, best first."""
+        cfg = self.cfg
+        knn_ids, knn_scores = index.search(self.query_vector, cfg.k_init)
+        dense_of = {int(c): float(s) for c, s in zip(knn_ids, knn_scores)}
+        if cfg.scoring == "dense":
+            ids = list(dense_of)
+            return ids, np.asarray([dense_of[c] for c in ids]), None
+        bm25_ids, _ = index.bm25_search(self.query, cfg.k_init)
+        ids = list(dict.fromkeys([*dense_of, *(int(c) for c in bm25_ids)]))
+        if not ids:
+            return [], np.zeros(0), np.zeros(0)
+        all_lexical = index.bm25.scores(bm25_tokens(self.query))
+        lexical = np.asarray([float(all_lexical[c]) for c in ids])
+        missing = [c for c in ids if c not in dense_of]
+        if missing:
+            extra = _cosines(np.asarray(index.vectors[missing], dtype=np.float32), self.query_vector)
+            dense_of.update({c: float(s) for c, s in zip(missing, extra)})
+        dense = np.asarray([dense_of[c] for c in ids])
+        ranked = np.lexsort((np.arange(len(ids)), -self._fuse(dense, lexical)))[: max(cfg.k_init, len(knn_ids))]
+        return [ids[i] for i in ranked], dense[ranked], lexical[ranked]
+
+    def _fuse(self, dense: np.ndarray, lexical: np.ndarray | None) -> np.ndarray:
+        if self.cfg.scoring == "dense" or lexical is None or len(dense) == 0:
+            return np.asarray(dense, dtype=np.float64)
+        return fuse_scores(np.asarray(dense)[None, :], np.asarray(lexical)[None, :], scoring=self.cfg.scoring,
+                           lexical_weight=self.cfg.lexical_weight)[0]
+
+    # -- 2. selection --------------------------------------------------------------------
 
     def selection(self, rationales: object | None) -> None:
         t0 = time.perf_counter()
         pipe, cfg = self.pipe, self.cfg
-        chosen, origin = resolve_rationales(self.query, rationales, pipe.rationale_generator, fallback_to_query=True)
+        auto = rationales is None and pipe.rationale_generator is None and cfg.rationales == "auto"
+        if auto:
+            chosen, origin = [], "auto"
+        else:
+            chosen, origin = resolve_rationales(self.query, rationales, pipe.rationale_generator, fallback_to_query=True,
+                                                documents=self.texts)
         if len(chosen) > cfg.max_rationales:
             raise InputError(f"{len(chosen)} rationales, over max_rationales={cfg.max_rationales}")
-        self.rationales = chosen
-        details: dict[str, Any] = {"rationale_source": origin, "rationales": [r.to_dict() for r in chosen]}
         if not cfg.use_ecse or not self.texts:
+            if auto:
+                from ..selection.auto_rationales import question_rationales
+
+                chosen = question_rationales(self.query)[0]
+            self.rationales = chosen
             self._phase("selection", t0, f"ECSE off; {len(self.order)} candidates pass on ({origin} rationales)",
-                        **details, ecse=False)
+                        rationale_source=origin, rationales=[r.to_dict() for r in chosen], ecse=False)
             return
         selector = MeteoraSelector(pipe.encoder, expansion_window=cfg.expansion_window,
-                                   elbow_z_threshold=cfg.elbow_z_threshold)
-        result = selector.select(self.texts, chosen, chunk_vectors=self.vectors)
+                                   elbow_z_threshold=cfg.elbow_z_threshold, scoring=cfg.scoring,
+                                   lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z)
+        if auto:
+            plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors)
+            if pipe.index is not None:
+                for rationale in plan.rationales:
+                    if rationale.label != "question":
+                        self._retrieve_for(pipe.index, rationale)
+            result = selector.select(self.texts, plan.rationales, chunk_vectors=self.vectors, plan=plan)
+        else:
+            result = selector.select(self.texts, chosen, chunk_vectors=self.vectors)
+        self.rationales, self.rationale_vectors = result.rationales, result.rationale_vectors
+        if len(self.rationales) > cfg.max_rationales:
+            raise InputError(f"{len(self.rationales)} rationales, over max_rationales={cfg.max_rationales}")
         scores = result.scores()
         chosen_set = set(result.selected_indices)
         for i, record in enumerate(self.records):
             record.selected = i in chosen_set
             record.ecse_score = float(scores[i])
-            self.priority[i] = float(scores[i])
+            self.priority[i] = (float(scores[i]), "selection")
         self.order = sorted(result.selected_indices, key=lambda i: (-scores[i], i))
-        details["ecse"] = result.to_dict()["details"]
-        self._phase("selection", t0, f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(chosen)} {origin} rationales)",
-                    **details)
+        details = {"rationale_source": origin, "rationales": [r.to_dict() for r in self.rationales],
+                   "ecse": result.to_dict()["details"]}
+        self._phase("selection", t0,
+                    f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(self.rationales)} {origin} rationales, "
+                    f"{cfg.scoring} scores)", **details)
+
+    def _retrieve_for(self, index: LocalIndex | InMemoryIndex, rationale: Any) -> None:
+        """Fetch the index's best chunks for one rule-written rationale into the candidates.
+
+        A compared name's evidence or a second hop's bridge evidence shares little with the
+        question as a whole, so kNN for the question often misses it; such a rationale
+        retrieves for itself (kNN and, unless scoring is dense, BM25; ``k_init`` each).
+        """
+        text = rationale.text
+        vector = embed(self.pipe.encoder, [text])[0]
+        found = [int(c) for c in index.search(vector, self.cfg.k_init)[0]]
+        if self.cfg.scoring != "dense":
+            found += [int(c) for c in index.bm25_search(text, self.cfg.k_init)[0]]
+        have = set(self.ids)
+        new_ids = [c for c in dict.fromkeys(found) if c not in have]
+        if not new_ids:
+            return
+        records = index.records(new_ids)
+        self.vectors = np.concatenate([self.vectors, np.asarray(index.vectors[new_ids], dtype=np.float32)])
+        dense = _cosines(self.vectors[-len(new_ids):], self.query_vector)
+        for c, record, cosine in zip(new_ids, records, dense):
+            position = self._add(record["text"], record, c, record.get("id", c), None)
+            self.records[position].dense_score = float(cosine)
+            self.records[position].retrieved_for = f"rationale {rationale.index} ({rationale.label})"
+            self.priority[position] = (float(cosine), "retrieval")
+
+    # -- 3. verify -----------------------------------------------------------------------
+
+    def _judge(self, positions: list[int], rung: str) -> list[tuple[int, bool, float | None, str]]:
+        """Judge ``positions`` on ``rung``; a chunk the LLM could not judge drops to the rung below.
+
+        Returns one ``(position, passed, score, rung used)`` per position, in order.
+        """
+        pipe, cfg = self.pipe, self.cfg
+        outcome = run_ladder(rung, query=self.query, texts=self.texts, order=positions, rationales=self.rationales,
+                             tau=cfg.tau_relevance, query_vector=self.query_vector, vectors=self.vectors,
+                             verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
+                             rationale_vectors=self.rationale_vectors)
+        verdicts = {v.chunk_index: v for v in outcome.verdicts}
+        judged = []
+        for position, passed, score in zip(positions, outcome.passed, outcome.scores):
+            verdict = verdicts.get(position)
+            record = self.records[position]
+            if verdict is not None:
+                record.verdict = verdict.to_dict()
+                if verdict.is_error:
+                    self.errored.add(position)
+                elif verdict.flagged:
+                    self.flagged.add(position)
+            judged.append((position, passed, score, outcome.rung))
+        return judged
 
     def verify(self) -> None:
         t0 = time.perf_counter()
-        pipe, cfg = self.pipe, self.cfg
-        outcome = run_ladder(pipe.rung, query=self.query, texts=self.texts, order=self.order, rationales=self.rationales,
-                             tau=cfg.tau_relevance, query_vector=self.query_vector, vectors=self.vectors,
-                             verifier=pipe.verifier, cross_encoder=pipe.cross_encoder)
-        verdicts = {v.chunk_index: v for v in outcome.verdicts}
-        for position, passed, score in zip(self.order, outcome.passed, outcome.scores):
+        rung = self.pipe.rung
+        for position, passed, score, used in self._judge(self.order, rung):
             record = self.records[position]
-            record.verified = passed
-            record.relevance = score
-            if position in verdicts:
-                record.verdict = verdicts[position].to_dict()
-                if verdicts[position].flagged:
-                    self.flagged.add(position)
+            record.verified, record.relevance, record.verified_by = passed, score, used
             if passed:
                 self.accepted.append(position)
-                if score is not None:
-                    self.priority[position] = score
-        threshold = cfg.tau_relevance if outcome.rung in ("cross-encoder", "cosine") else None
-        self._phase("verify", t0, f"rung {outcome.rung}: {len(self.accepted)} of {len(self.order)} accepted",
-                    rung=outcome.rung, tau=threshold, accepted=[self.labels[p] for p in self.accepted],
-                    flagged=[self.labels[p] for p in sorted(self.flagged)])
+                if used == "cross-encoder" and score is not None:
+                    self.priority[position] = (score, "cross-encoder")
+        threshold = self.cfg.tau_relevance if rung in ("cross-encoder", "cosine") else None
+        self._phase("verify", t0, f"rung {rung}: {len(self.accepted)} of {len(self.order)} accepted",
+                    rung=rung, tau=threshold, accepted=[self.labels[p] for p in self.accepted],
+                    flagged=[self.labels[p] for p in sorted(self.flagged)],
+                    errors=[self.labels[p] for p in sorted(self.errored)])
+
+    # -- 4. fallback ---------------------------------------------------------------------
 
     def fallback(self) -> None:
         t0 = time.perf_counter()
-        cfg, pipe = self.cfg, self.pipe
+        cfg = self.cfg
         if cfg.n_min is None or len(self.accepted) >= cfg.n_min:
             reason = "off" if cfg.n_min is None else f"{len(self.accepted)} accepted >= n_min {cfg.n_min}"
             self._phase("fallback", t0, f"not needed ({reason})", fired=False, reason=reason)
             return
         need = cfg.n_min - len(self.accepted)
         reason = f"{len(self.accepted)} accepted < n_min {cfg.n_min}"
-        taken = set(self.accepted) | self.flagged
-        if pipe.index is not None:
-            scope = "index"
-            blocked = {self.ids[p] for p in taken}
-            ids, scores = pipe.index.bm25_search(self.query, need + len(blocked))
-            hits = [(int(c), float(s)) for c, s in zip(ids, scores) if int(c) not in blocked][:need]
-            by_id = {self.ids[p]: p for p in range(len(self.ids))}
-            new_ids = [c for c, _ in hits if c not in by_id]
-            if new_ids:
-                fresh = dict(zip(new_ids, pipe.index.records(new_ids)))
-                self.vectors = np.concatenate([self.vectors, np.asarray(pipe.index.vectors[new_ids], dtype=np.float32)])
-                for c in new_ids:
-                    by_id[c] = self._add(fresh[c]["text"], fresh[c], c, fresh[c].get("id", c), None)
-            positions = [(by_id[c], s) for c, s in hits]
-        else:
-            scope = "candidates"
-            bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
-            ids, scores = bm25.search(self.query, need + len(taken))
-            positions = [(int(p), float(s)) for p, s in zip(ids, scores) if int(p) not in taken][:need]
-        for position, score in positions:
-            record = self.records[position]
-            record.via_fallback = True
-            record.bm25_score = score
-            self.fallback_added.append(position)
-        summary = f"fired ({reason}); BM25 over the {scope} added {len(positions)}"
-        if not positions:
+        # accepted and flagged chunks never come back; chunks the rung rejected on content stay out too,
+        # while a chunk the LLM could not judge (an error, not a flag) is judged again one rung lower
+        rejected = {p for p in self.order if self.records[p].verified is False and p not in self.errored}
+        blocked = set(self.accepted) | self.flagged | rejected
+        excluded_flagged = [self.labels[p] for p in sorted(self.flagged)]
+        hits, scope = self._bm25_hits(blocked, limit=_FALLBACK_POOL * need)
+        added, refused = [], []
+        lower = _rung_below(self.pipe.rung, self.pipe)
+        for start in range(0, len(hits), need):
+            batch = hits[start : start + need]
+            again = [p for p, _ in batch if p in self.errored]
+            fresh = [p for p, _ in batch if p not in self.errored]
+            judged = self._judge(fresh, self.pipe.rung) if fresh else []
+            retry = [p for p, passed, _, used in judged if not passed and p in self.errored]
+            judged = [j for j in judged if j[0] not in retry]
+            judged += self._judge(again + retry, lower) if (again or retry) else []
+            bm25 = dict(batch)
+            for position, passed, score, used in sorted(judged, key=lambda j: -bm25[j[0]]):
+                record = self.records[position]
+                record.bm25_score, record.verified_by = bm25[position], used
+                if passed and len(added) < need:
+                    record.via_fallback, record.verified, record.relevance = True, True, score
+                    added.append(position)
+                elif not passed:
+                    record.verified = False
+                    refused.append(position)
+            if len(added) >= need:
+                break
+        self.fallback_added = added
+        summary = f"fired ({reason}); BM25 over the {scope}: {len(added)} added, {len(refused)} refused by verification"
+        if not hits:
             summary += " — BM25 found nothing new"
         self._phase("fallback", t0, summary, fired=True, reason=reason, scope=scope,
-                    added=[self.labels[p] for p, _ in positions], excluded_flagged=[self.labels[p] for p in sorted(self.flagged)])
+                    added=[self.labels[p] for p in added], refused=[self.labels[p] for p in refused],
+                    excluded_flagged=excluded_flagged, verified_by=sorted(
+                        {self.records[p].verified_by for p in added + refused if self.records[p].verified_by}))
+
+    def _bm25_hits(self, blocked: set[int], *, limit: int) -> tuple[list[tuple[int, float]], str]:
+        """BM25's best positions for the query outside ``blocked``, adding index hits as candidates."""
+        pipe = self.pipe
+        if pipe.index is None:
+            bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
+            ids, scores = bm25.search(self.query, limit + len(blocked))
+            return [(int(p), float(s)) for p, s in zip(ids, scores) if int(p) not in blocked][:limit], "candidates"
+        blocked_ids = {self.ids[p] for p in blocked}
+        ids, scores = pipe.index.bm25_search(self.query, limit + len(blocked_ids))
+        hits = [(int(c), float(s)) for c, s in zip(ids, scores) if int(c) not in blocked_ids][:limit]
+        by_id = {self.ids[p]: p for p in range(len(self.ids))}
+        new_ids = [c for c, _ in hits if c not in by_id]
+        if new_ids:
+            fresh = dict(zip(new_ids, pipe.index.records(new_ids)))
+            self.vectors = np.concatenate([self.vectors, np.asarray(pipe.index.vectors[new_ids], dtype=np.float32)])
+            for c in new_ids:
+                by_id[c] = self._add(fresh[c]["text"], fresh[c], c, fresh[c].get("id", c), None)
+        return [(by_id[c], s) for c, s in hits], "index"
+
+    # -- 5. prioritise -------------------------------------------------------------------
 
     def prioritise(self) -> None:
         t0 = time.perf_counter()
-        ordered = sorted(self.accepted, key=lambda p: (-self.priority[p], p)) + self.fallback_added
+        ordered = sorted(self.accepted, key=lambda p: (-self.priority[p][0], p))
+        ordered += sorted(self.fallback_added, key=lambda p: (-(self.records[p].bm25_score or 0.0), p))
+        for p in self.fallback_added:
+            self.priority[p] = (float(self.records[p].bm25_score or 0.0), "bm25")
+        for rank, p in enumerate(ordered):
+            self.records[p].priority = self.priority[p][0]
+            self.records[p].priority_rank = rank
+        names = sorted({self.priority[p][1] for p in self.accepted})
         theta = self.cfg.theta_redundancy
         if theta is None:
             self.final = ordered
-            self._phase("prioritise", t0, f"{len(ordered)} ordered; dedup off", theta=None)
+            self._phase("prioritise", t0, f"{len(ordered)} ordered by {'/'.join(names) or '-'}; dedup off",
+                        theta=None, priority=names)
             return
         kept, absorbed = drop_duplicates(self.vectors, ordered, theta)
         for position, (by, cosine) in absorbed.items():
             self.records[position].duplicate_of = self.labels[by]
             self.records[position].duplicate_cosine = cosine
         self.final = kept
-        self._phase("prioritise", t0, f"{len(kept)} kept, {len(absorbed)} near-duplicates dropped (cosine > {theta})",
-                    theta=theta, dropped={str(self.labels[p]): self.labels[b] for p, (b, _) in absorbed.items()})
+        self._phase("prioritise", t0,
+                    f"{len(kept)} kept by {'/'.join(names) or '-'} score, {len(absorbed)} near-duplicates dropped "
+                    f"(cosine > {theta})", theta=theta, priority=names,
+                    dropped={str(self.labels[p]): self.labels[b] for p, (b, _) in absorbed.items()})
+
+    # -- 6. budget -----------------------------------------------------------------------
 
     def budget(self) -> PipelineResult:
         t0 = time.perf_counter()
@@ -423,10 +508,21 @@ class _Run:
             passages=[text for _, _, text in chosen],
             documents=[self.docs[p] for p, _, _ in chosen],
             ids=[self.ids[p] for p, _, _ in chosen],
-            scores=[float(self.priority.get(p, 0.0)) for p, _, _ in chosen],
+            scores=[float(self.priority[p][0]) for p, _, _ in chosen],
             tokens=sum(n for _, n, _ in chosen),
             trace=self.trace,
+            score_names=[self.priority[p][1] for p, _, _ in chosen],
         )
+
+
+_FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs
+
+
+def _rung_below(rung: str, pipe: EvidencePipeline) -> str:
+    """The rung that judges a chunk the LLM could not judge: the cross-encoder if present, else cosine."""
+    if rung != "llm":
+        return rung
+    return "cross-encoder" if pipe.cross_encoder is not None else "cosine"
 
 
 def _cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:

@@ -1,7 +1,10 @@
 """The verification ladder: LLM verifier → cross-encoder score ≥ tau → cosine ≥ tau → none.
 
 ``"auto"`` takes the highest rung available. Every rung returns, per judged chunk, whether
-it passed and the score it was judged by; the LLM rung also returns the verdicts.
+it passed and the score it was judged by; the LLM rung also returns the verdicts. The cosine
+rung judges a chunk by its best cosine to the query *or any rationale* (METEORA's verifier
+asks whether a chunk is relevant given the rationales; a second-hop rationale points at
+evidence the question alone does not resemble).
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ import numpy as np
 
 from ..errors import ConfigError, ModelError
 from ..selection.rationales import Rationale
+from ..selection.stages import cosine_matrix
 from ..selection.verification import Verdict, VerifierLike, verify_chunks
 
 __all__ = ["CrossEncoder", "LadderOutcome", "choose_rung", "run_ladder", "RUNGS"]
@@ -62,8 +66,12 @@ def run_ladder(
     vectors: np.ndarray,
     verifier: VerifierLike | None = None,
     cross_encoder: CrossEncoder | None = None,
+    rationale_vectors: np.ndarray | None = None,
 ) -> LadderOutcome:
-    """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``."""
+    """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``.
+
+    ``rationale_vectors`` (one row per rationale) join the query for the cosine rung.
+    """
     if not order:
         return LadderOutcome(rung, [], [])
     if rung == "llm":
@@ -77,10 +85,9 @@ def run_ladder(
             raise ModelError(f"cross-encoder returned {raw.shape[0]} scores for {len(order)} passages, or non-finite values")
         return LadderOutcome(rung, [bool(s >= tau) for s in raw], [float(s) for s in raw])
     if rung == "cosine":
-        q = query_vector / (np.linalg.norm(query_vector) or 1.0)
-        rows = np.asarray(vectors, dtype=np.float64)[list(order)]
-        norms = np.linalg.norm(rows, axis=1)
-        norms[norms == 0] = 1.0
-        sims = rows @ q / norms
+        references = np.asarray(query_vector, dtype=np.float64).reshape(1, -1)
+        if rationale_vectors is not None and len(rationale_vectors):
+            references = np.concatenate([references, np.asarray(rationale_vectors, dtype=np.float64)])
+        sims = cosine_matrix(references, np.asarray(vectors, dtype=np.float64)[list(order)]).max(axis=0)
         return LadderOutcome(rung, [bool(s >= tau) for s in sims], [float(s) for s in sims])
     return LadderOutcome("none", [True] * len(order), [None] * len(order))

@@ -46,6 +46,8 @@ class MeVeConfig:
         return PipelineConfig(
             k_init=self.k_init,
             use_ecse=False,
+            scoring="dense",
+            rationales="query",
             tau_relevance=self.tau_relevance,
             n_min=self.n_min,
             theta_redundancy=self.theta_redundancy,

@@ -13,19 +13,32 @@ __all__ = ["Trace", "PhaseRecord", "CandidateRecord"]
 
 @dataclass
 class CandidateRecord:
-    """One candidate's journey through the phases (mutable while the pipeline runs)."""
+    """One candidate's journey through the phases (mutable while the pipeline runs).
+
+    Scores, one per phase: ``retrieval_score`` (the candidate ranking: fused, or cosine when
+    scoring is dense) with its parts ``dense_score`` (cosine to the query) and
+    ``lexical_score`` (BM25 of the query); ``ecse_score`` (selection: max of pooled and
+    pairing score); ``relevance`` (the verification rung's score, ``verified_by`` names the
+    rung); ``bm25_score`` (the fallback's); ``priority`` (what prioritisation sorted by).
+    """
 
     candidate: int
     chunk_id: int | str
     text: str
     retrieval_score: float | None = None
+    dense_score: float | None = None
+    lexical_score: float | None = None
+    retrieved_for: str | None = None
     selected: bool | None = None
     ecse_score: float | None = None
     relevance: float | None = None
     verdict: dict[str, Any] | None = None
     verified: bool | None = None
+    verified_by: str | None = None
     via_fallback: bool = False
     bm25_score: float | None = None
+    priority: float | None = None
+    priority_rank: int | None = None
     duplicate_of: int | str | None = None
     duplicate_cosine: float | None = None
     tokens: int | None = None
@@ -76,7 +89,7 @@ class Trace:
         lines = [f"query: {self.query}"]
         for p in self.phases:
             lines.append(f"  {p.name:<12} {p.ms:8.1f} ms  {p.summary}")
-        header = f"  {'cand':>4} {'chunk':>8} {'knn':>6} {'ecse':>6} {'rel':>6} {'verdict':<14} {'dedup':<10} {'tok':>5} {'budget':<10} text"
+        header = f"  {'cand':>4} {'chunk':>8} {'ret':>6} {'ecse':>6} {'rel':>6} {'verdict':<14} {'dedup':<10} {'tok':>5} {'budget':<10} text"
         lines += ["", header, "  " + "-" * (len(header) - 2)]
         for c in self.candidates:
             verdict = "-" if c.verified is None else ("accept" if c.verified else "reject")

@@ -1,4 +1,12 @@
-"""The Evidence Chunk Selection Engine: pairing ∪ pooled elbow ∪ neighbour expansion."""
+"""The Evidence Chunk Selection Engine: pairing ∪ pooled cut ∪ neighbour expansion.
+
+With ``scoring="dense"`` (the default of :class:`MeteoraSelector`) this is METEORA exactly:
+cosine pairing, the pooled-cosine elbow. With ``"hybrid"`` each rationale scores every chunk
+by its standardised cosine plus its standardised BM25 score over the same chunks, pairing
+takes the best hybrid score per rationale, and the pooled score (the mean over rationales)
+is cut where chunks stand ``pooled_z`` standard deviations above the rest
+(:func:`~meteora_edge.selection.stages.zscore_cut`). ``"lexical"`` uses BM25 alone.
+"""
 
 from __future__ import annotations
 
@@ -9,18 +17,42 @@ from typing import Any
 import numpy as np
 
 from ..documents import document_texts
-from ..models.encoders import EncoderLike, embed, encoder_id
 from ..errors import ConfigError, InputError
+from ..models.bm25 import BM25Index, bm25_tokens
+from ..models.encoders import EncoderLike, embed, encoder_id
+from .auto_rationales import question_rationales, second_hop_rationale
 from .rationales import Rationale, as_rationales
-from .stages import cosine_matrix, expand_positions, pair_rationales, pooled_scores, statistical_elbow
+from .stages import (
+    SCORINGS,
+    cosine_matrix,
+    expand_positions,
+    fuse_scores,
+    pair_rationales,
+    pooled_scores,
+    statistical_elbow,
+    zscore_cut,
+)
 
-__all__ = ["MeteoraSelector", "SelectionResult", "check_window"]
+__all__ = ["AutoPlan", "MeteoraSelector", "SelectionResult", "check_window", "check_scoring", "POOLED_CUTS"]
+
+POOLED_CUTS = ("auto", "elbow", "zscore")
 
 
 def check_window(name: str, value: object) -> int:
     if not isinstance(value, int) or isinstance(value, bool) or value < 0:
         raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
     return value
+
+
+def check_scoring(scoring: object, pooled_cut: object = "auto") -> tuple[str, str]:
+    """Validate a scoring mode and pooled cut; ``auto`` is the elbow for dense, the z-score cut otherwise."""
+    if scoring not in SCORINGS:
+        raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    if pooled_cut not in POOLED_CUTS:
+        raise ConfigError(f"pooled_cut must be one of {', '.join(POOLED_CUTS)}, got {pooled_cut!r}")
+    if pooled_cut == "auto":
+        pooled_cut = "elbow" if scoring == "dense" else "zscore"
+    return str(scoring), str(pooled_cut)
 
 
 @dataclass(frozen=True)
@@ -43,6 +75,12 @@ class SelectionResult:
     pairing_scores: list[float]
     encoder: str = ""
     stages: dict[str, bool] = field(default_factory=dict)
+    scoring: str = "dense"
+    dense_scores: list[float] = field(default_factory=list)
+    lexical_scores: list[float] | None = None
+    pooled_cut: str = "elbow"
+    strategy: dict[str, Any] | None = None
+    rationale_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
 
     @property
     def rationale_contributions(self) -> dict[int, list[int]]:
@@ -53,7 +91,7 @@ class SelectionResult:
         return contributions
 
     def scores(self) -> np.ndarray:
-        """Per chunk: max(pooled score, best cosine to any rationale)."""
+        """Per chunk: max(pooled score, best pairing score of any rationale), on the scoring's scale."""
         return np.maximum(np.asarray(self.pooled_scores), np.asarray(self.pairing_scores))
 
     def to_dict(self) -> dict[str, Any]:
@@ -72,6 +110,11 @@ class SelectionResult:
                     str(k): v for k, v in sorted(self.rationale_contributions.items())
                 },
                 "stages": dict(self.stages),
+                "scoring": self.scoring,
+                "pooled_cut": self.pooled_cut,
+                "dense_scores": [round(s, 6) for s in self.dense_scores],
+                "lexical_scores": None if self.lexical_scores is None else [round(s, 6) for s in self.lexical_scores],
+                "rationale_strategy": self.strategy,
             },
         }
 
@@ -85,6 +128,13 @@ class MeteoraSelector:
         elbow_z_threshold: z-score a drop must exceed to be the elbow of the pooled scores.
         use_pairing / use_pooling / use_expansion: stage toggles (at least one of the first
             two must stay on).
+        scoring: ``"dense"`` (METEORA's cosine), ``"lexical"`` (BM25 over the chunks) or
+            ``"hybrid"`` (standardised cosine + ``lexical_weight`` × standardised BM25).
+        lexical_weight: weight of the BM25 part of the hybrid score.
+        pooled_cut: ``"elbow"`` (METEORA's statistical elbow), ``"zscore"`` (pooled scores at
+            least ``pooled_z`` standard deviations above the mean) or ``"auto"`` (elbow for
+            dense scoring, z-score otherwise).
+        pooled_z: the threshold of the z-score cut.
 
     Example:
         >>> from meteora_edge import HashingEncoder, MeteoraSelector
@@ -104,8 +154,20 @@ class MeteoraSelector:
         use_pairing: bool = True,
         use_pooling: bool = True,
         use_expansion: bool = True,
+        scoring: str = "dense",
+        lexical_weight: float = 1.0,
+        pooled_cut: str = "auto",
+        pooled_z: float = 2.0,
     ) -> None:
         self.encoder = encoder
+        self.scoring, self.pooled_cut = check_scoring(scoring, pooled_cut)
+        for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z)):
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
+                raise ConfigError(f"{name} must be a finite number, got {value!r}")
+        if lexical_weight < 0:
+            raise ConfigError(f"lexical_weight must be >= 0, got {lexical_weight!r}")
+        self.lexical_weight = float(lexical_weight)
+        self.pooled_z = float(pooled_z)
         self.expansion_window = check_window("expansion_window", expansion_window)
         if not isinstance(elbow_z_threshold, (int, float)) or not np.isfinite(elbow_z_threshold):
             raise ConfigError(f"elbow_z_threshold must be a finite number, got {elbow_z_threshold!r}")
@@ -122,6 +184,7 @@ class MeteoraSelector:
         rationales: Sequence[str | Rationale] | str,
         *,
         chunk_vectors: np.ndarray | None = None,
+        plan: AutoPlan | None = None,
     ) -> SelectionResult:
         """Run ECSE over ``chunks`` for ``rationales``.
 
@@ -129,6 +192,8 @@ class MeteoraSelector:
             chunks: documents of any accepted shape; never modified.
             rationales: a rationale text to parse, or a list of strings/Rationale objects.
             chunk_vectors: precomputed chunk embeddings (skips encoding the chunks).
+            plan: the :class:`AutoPlan` these rationales came from (its pairing exclusions
+                and strategy are applied and recorded).
 
         Returns:
             A :class:`SelectionResult`.
@@ -142,36 +207,100 @@ class MeteoraSelector:
         parsed = as_rationales(rationales)
         if not parsed:
             raise InputError("no rationale given; pass at least one rationale or use the query as one")
-        if chunk_vectors is None:
-            chunk_vectors = embed(self.encoder, texts)
-        rationale_vectors = embed(self.encoder, [r.text for r in parsed])
-        if rationale_vectors.shape[1] != chunk_vectors.shape[1]:
-            raise InputError(
-                f"chunk vectors have dimension {chunk_vectors.shape[1]} but rationale vectors "
-                f"{rationale_vectors.shape[1]}; embed both with the same encoder"
-            )
-        return self._select(chunks, parsed, rationale_vectors, chunk_vectors)
+        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
+        exclude = {}
+        if plan is not None:
+            exclude = {row: texts.index(plan.first_hop_text) for row in plan.exclude_rows if plan.first_hop_text in texts}
+        return self._select(chunks, scorer, parsed, scorer.score(parsed), exclude=exclude,
+                            strategy=None if plan is None else plan.strategy)
+
+    def plan_auto(self, chunks: Sequence[object], query: str, *, chunk_vectors: np.ndarray | None = None) -> AutoPlan:
+        """Write rationales by rule from ``query``: its parts, then a second hop over ``chunks``.
+
+        The rules are in :mod:`meteora_edge.selection.auto_rationales`. The second-hop
+        rationale is built from the best chunk of the first rationale; :meth:`select` with
+        the plan pairs it with the best chunk other than that one.
+
+        Raises:
+            InputError: no chunks, a chunk without text, or an empty query.
+        """
+        texts = document_texts(chunks)
+        if not texts:
+            raise InputError("no chunks to select from; give at least one chunk")
+        if not isinstance(query, str) or not query.strip():
+            raise InputError("the query must be a non-empty string to write rationales from it")
+        parts, kind = question_rationales(query)
+        strategy: dict[str, Any] = {"name": "auto", "kind": kind, "first_hop": None, "bridges": []}
+        if kind != "question":
+            return AutoPlan(parts, strategy)
+        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
+        first = int(np.argmax(scorer.score(parts[:1]).fused[0]))
+        strategy["first_hop"] = first
+        others = [text for j, text in enumerate(texts) if j != first]
+        hop = second_hop_rationale(query, texts[first], others, index=len(parts) + 1)
+        if hop is None:
+            return AutoPlan(parts, strategy, first_hop_text=texts[first])
+        rationale, strategy["bridges"] = hop
+        return AutoPlan([*parts, rationale], strategy, first_hop_text=texts[first], exclude_rows=(len(parts),))
+
+    def select_auto(
+        self,
+        chunks: Sequence[object],
+        query: str,
+        *,
+        chunk_vectors: np.ndarray | None = None,
+    ) -> SelectionResult:
+        """ECSE with rationales written by rule from ``query`` (:meth:`plan_auto`, then :meth:`select`).
+
+        ``details["rationale_strategy"]`` records the kind of question, the first-hop chunk
+        and the bridge names.
+        """
+        texts = document_texts(chunks)
+        vectors = self._chunk_vectors(texts, chunk_vectors) if texts else chunk_vectors
+        plan = self.plan_auto(chunks, query, chunk_vectors=vectors)
+        return self.select(chunks, plan.rationales, chunk_vectors=vectors, plan=plan)
+
+    def _chunk_vectors(self, texts: list[str], chunk_vectors: np.ndarray | None) -> np.ndarray:
+        return embed(self.encoder, texts) if chunk_vectors is None else chunk_vectors
 
     def _select(
         self,
         chunks: Sequence[object],
+        scorer: _Scorer,
         rationales: list[Rationale],
-        rationale_vectors: np.ndarray,
-        chunk_vectors: np.ndarray,
+        scores: _Scores,
+        *,
+        exclude: dict[int, int] | None = None,
+        strategy: dict[str, Any] | None = None,
     ) -> SelectionResult:
         n = len(chunks)
-        similarity = cosine_matrix(rationale_vectors, chunk_vectors)
-        pairs = pair_rationales(similarity)
+        fused = scores.fused
+        if exclude:
+            fused = fused.copy()
+            for row, position in exclude.items():
+                if n > 1:
+                    fused[row, position] = -np.inf
+        pairs = pair_rationales(fused)
         matches = [
-            {"rationale_index": r.index, "chunk_index": int(j), "score": round(float(similarity[i, j]), 6)}
+            {"rationale_index": r.index, "chunk_index": int(j), "score": round(float(scores.fused[i, j]), 6)}
             for i, (r, j) in enumerate(zip(rationales, pairs))
         ]
         pairing = sorted({int(j) for j in pairs}) if self.use_pairing else []
 
-        pooled = pooled_scores(rationale_vectors, chunk_vectors)
-        order = np.lexsort((np.arange(n), -pooled))
-        elbow = statistical_elbow(pooled[order], self.elbow_z_threshold)
-        pooled_keep = sorted(int(p) for p in order[: elbow + 1]) if (self.use_pooling and elbow is not None) else []
+        dense_pooled = pooled_scores(scores.rationale_vectors, scorer.chunk_vectors)
+        if self.scoring == "dense":
+            pooled = dense_pooled
+        else:
+            pooled = scores.fused.mean(axis=0)
+        elbow: int | None
+        if self.pooled_cut == "elbow":
+            order = np.lexsort((np.arange(n), -pooled))
+            elbow = statistical_elbow(pooled[order], self.elbow_z_threshold)
+            cut = [int(p) for p in order[: elbow + 1]] if elbow is not None else []
+        else:
+            cut = [int(p) for p in zscore_cut(pooled, self.pooled_z)]
+            elbow = len(cut) - 1 if cut else None
+        pooled_keep = sorted(cut) if self.use_pooling else []
 
         base = sorted(set(pairing) | set(pooled_keep))
         window = self.expansion_window if self.use_expansion else 0
@@ -187,7 +316,69 @@ class MeteoraSelector:
             elbow_index=elbow,
             rationale_matches=matches,
             pooled_scores=[float(s) for s in pooled],
-            pairing_scores=[float(s) for s in similarity.max(axis=0)],
+            pairing_scores=[float(s) for s in scores.fused.max(axis=0)],
             encoder=encoder_id(self.encoder),
             stages={"pairing": self.use_pairing, "pooling": self.use_pooling, "expansion": window > 0},
+            scoring=self.scoring,
+            dense_scores=[float(s) for s in dense_pooled],
+            lexical_scores=None if scores.lexical is None else [float(s) for s in scores.lexical.mean(axis=0)],
+            pooled_cut=self.pooled_cut,
+            strategy=strategy,
+            rationale_vectors=scores.rationale_vectors,
         )
+
+
+@dataclass(frozen=True)
+class AutoPlan:
+    """Rationales written by rule for one query (see :meth:`MeteoraSelector.plan_auto`).
+
+    ``exclude_rows`` are the rationales (0-based rows) whose pairing skips the chunk with
+    ``first_hop_text``: the second hop must land elsewhere.
+    """
+
+    rationales: list[Rationale]
+    strategy: dict[str, Any]
+    first_hop_text: str | None = None
+    exclude_rows: tuple[int, ...] = ()
+
+    @property
+    def second_hop(self) -> Rationale | None:
+        return self.rationales[self.exclude_rows[0]] if self.exclude_rows else None
+
+
+@dataclass(frozen=True)
+class _Scores:
+    """Per rationale (row) and chunk (column): cosine, BM25 (when used) and the fused score."""
+
+    rationale_vectors: np.ndarray
+    dense: np.ndarray
+    lexical: np.ndarray | None
+    fused: np.ndarray
+
+
+class _Scorer:
+    """Scores rationales against one set of chunks (the BM25 index over them is built once)."""
+
+    def __init__(self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray) -> None:
+        self.selector = selector
+        self.texts = texts
+        self.chunk_vectors = chunk_vectors
+        self._bm25: BM25Index | None = None
+
+    def score(self, rationales: list[Rationale]) -> _Scores:
+        selector = self.selector
+        vectors = embed(selector.encoder, [r.text for r in rationales])
+        if vectors.shape[1] != self.chunk_vectors.shape[1]:
+            raise InputError(
+                f"chunk vectors have dimension {self.chunk_vectors.shape[1]} but rationale vectors "
+                f"{vectors.shape[1]}; embed both with the same encoder"
+            )
+        dense = cosine_matrix(vectors, self.chunk_vectors)
+        lexical = None
+        if selector.scoring != "dense":
+            if self._bm25 is None:
+                self._bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
+            lexical = np.stack([self._bm25.scores(bm25_tokens(r.text)) for r in rationales])
+        fused = fuse_scores(dense, lexical if lexical is not None else dense, scoring=selector.scoring,
+                            lexical_weight=selector.lexical_weight)
+        return _Scores(vectors, dense, lexical, fused)

@@ -28,14 +28,13 @@ from typing import Any
 from ..errors import ConfigError, MissingExtraError
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, ChatMessage, Completion, LocalLLM, as_local_llm
 from .rationales import format_rationales
-from .verification import Verdict, VerificationRequest, parse_verdict
+from .verification import CONTEXT_OVERFLOW, Verdict, VerificationRequest, parse_verdict
 
 __all__ = ["LlamaVerifier", "verdict_schema", "answer_token_bound", "FLAG_TYPES", "CONTEXT_OVERFLOW"]
 
 logger = logging.getLogger(__name__)
 
 FLAG_TYPES = ("FLAG_INSTRUCTION", "CONTRADICTS_EVIDENCE", "PROMPT_INJECTION", "OFF_TOPIC")
-CONTEXT_OVERFLOW = "CONTEXT_OVERFLOW"
 _SAFETY_TOKENS = 8
 
 _SYSTEM = "You verify evidence for a question-answering system{domain}. You judge one passage at a time and reply with one JSON object only."
@@ -227,15 +226,9 @@ class LlamaVerifier:
             verdict = replace(verdict, flag_types=())
         return verdict
 
-    def verify(self, request: VerificationRequest) -> dict[str, Any]:
-        """The :class:`~meteora_edge.selection.verification.Verifier` protocol: :meth:`judge` as a mapping."""
-        verdict = self.judge(request)
-        return {
-            "relevant": verdict.relevant,
-            "flagged": verdict.flagged,
-            "reason": verdict.reason,
-            "flag_types": list(verdict.flag_types),
-        }
+    def verify(self, request: VerificationRequest) -> Verdict:
+        """The :class:`~meteora_edge.selection.verification.Verifier` protocol: :meth:`judge`."""
+        return self.judge(request)
 
     def __repr__(self) -> str:
         return f"LlamaVerifier(model={self.model!r}, reuse_prefix={self.reuse_prefix})"

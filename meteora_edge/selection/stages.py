@@ -10,16 +10,22 @@ from collections.abc import Iterable
 
 import numpy as np
 
-from ..models.encoders import normalize_rows
+from ..models.vectors import normalize_rows, top_k_indices
 
 __all__ = [
+    "SCORINGS",
     "cosine_matrix",
     "pair_rationales",
     "pooled_scores",
     "statistical_elbow",
+    "standardise",
+    "fuse_scores",
+    "zscore_cut",
     "expand_positions",
     "top_k_indices",
 ]
+
+SCORINGS = ("dense", "lexical", "hybrid")
 
 
 def cosine_matrix(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
@@ -82,26 +88,65 @@ def statistical_elbow(scores: Iterable[float], z_threshold: float = 1.0) -> int 
     return int(np.argmax(second)) if second.size else 0
 
 
+def standardise(scores: np.ndarray) -> np.ndarray:
+    """Z-scores of each row (population standard deviation); a constant row becomes zeros.
+
+    Standardising per query puts cosine similarities and BM25 scores, which live on
+    unrelated scales, on one scale before they are added.
+
+    Example:
+        >>> standardise(np.array([[1.0, 2.0, 3.0], [5.0, 5.0, 5.0]])).round(3).tolist()
+        [[-1.225, 0.0, 1.225], [0.0, 0.0, 0.0]]
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    flat = values.ndim == 1
+    rows = values[None, :] if flat else values
+    mean = rows.mean(axis=1, keepdims=True) if rows.shape[1] else np.zeros((rows.shape[0], 1))
+    std = rows.std(axis=1, keepdims=True) if rows.shape[1] else np.ones((rows.shape[0], 1))
+    out = np.where(std > 0, (rows - mean) / np.where(std > 0, std, 1.0), 0.0)
+    return out[0] if flat else out
+
+
+def fuse_scores(dense: np.ndarray, lexical: np.ndarray, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
+    """One relevance score per (row, chunk) from cosine and BM25 matrices of the same shape.
+
+    ``dense``: the cosines unchanged (METEORA); ``lexical``: the standardised BM25 scores;
+    ``hybrid``: standardised cosine + ``lexical_weight`` × standardised BM25, per row.
+
+    Raises:
+        ValueError: an unknown ``scoring`` or mismatched shapes.
+    """
+    if scoring not in SCORINGS:
+        raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    dense = np.asarray(dense, dtype=np.float64)
+    if scoring == "dense":
+        return dense
+    lexical = np.asarray(lexical, dtype=np.float64)
+    if lexical.shape != dense.shape:
+        raise ValueError(f"dense scores have shape {dense.shape} but lexical scores {lexical.shape}")
+    if scoring == "lexical":
+        return standardise(lexical)
+    return standardise(dense) + lexical_weight * standardise(lexical)
+
+
+def zscore_cut(scores: np.ndarray, z_threshold: float) -> np.ndarray:
+    """Positions whose score lies at least ``z_threshold`` standard deviations above the mean.
+
+    The adaptive cut of the hybrid pooled scores: it keeps the chunks that stand out from
+    the candidates as a whole, however many that is (possibly none). Best first.
+
+    Example:
+        >>> zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist()
+        [3]
+    """
+    z = standardise(np.asarray(scores, dtype=np.float64))
+    keep = np.flatnonzero(z >= z_threshold)
+    return keep[np.lexsort((keep, -z[keep]))]
+
+
 def expand_positions(positions: Iterable[int], n: int, window: int) -> np.ndarray:
     """Every position within ``window`` of a given position, clipped to ``0..n-1``, sorted."""
     chosen = np.zeros(n, dtype=bool)
     for p in positions:
         chosen[max(0, int(p) - window) : min(n, int(p) + window + 1)] = True
     return np.flatnonzero(chosen)
-
-
-def top_k_indices(scores: np.ndarray, k: int) -> np.ndarray:
-    """Indices of the ``k`` highest scores, best first; ties go to the lower index."""
-    scores = np.asarray(scores)
-    k = min(k, scores.size)
-    if k <= 0:
-        return np.zeros(0, dtype=np.int64)
-    if k < scores.size:
-        part = np.argpartition(-scores, k - 1)[:k]
-        # argpartition does not break ties by index: widen to every score >= the k-th
-        cutoff = scores[part].min()
-        part = np.flatnonzero(scores >= cutoff)
-    else:
-        part = np.arange(scores.size)
-    order = np.lexsort((part, -scores[part]))
-    return part[order][:k]

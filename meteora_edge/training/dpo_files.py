@@ -16,14 +16,16 @@ __all__ = ["read_records", "read_pairs", "write_splits"]
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read preference records from a JSON list, ``{"records": [...]}`` or JSONL (one object a line).
+    """Read preference records from a JSON list, JSONL (one object a line), or an object holding
+    the list under ``records`` (or METEORA's ``examples``, ``data``, ``tests``, ``results``).
 
     Raises:
         InputError: the file is missing, malformed, empty, or holds something other than objects.
     """
     data = read_json_or_jsonl(path)
     if isinstance(data, dict):
-        data = data["records"] if isinstance(data.get("records"), list) else [data]
+        key = next((k for k in ("records", "examples", "data", "tests", "results") if isinstance(data.get(k), list)), None)
+        data = data[key] if key else [data]
     if not isinstance(data, list):
         raise InputError(f"{path} must hold records: JSONL, a JSON list or {{\"records\": [...]}}; got {type(data).__name__}")
     if not data:

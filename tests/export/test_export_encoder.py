@@ -131,7 +131,7 @@ def test_export_encoder_cli_prints_the_parity_report(tiny_model, tmp_path):
     result = CliRunner().invoke(main, ["select", "--chunks", str(chunks), "-q", "fees", "--bundle", str(out),
                                        "--precision", "fp32", "--compact"])
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["encoder"].endswith(":fp32")
+    assert json.loads(result.stdout)["encoder"].endswith(":fp32")
 
 
 @pytest.mark.parametrize(

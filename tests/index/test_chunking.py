@@ -2,7 +2,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from meteora_edge import ConfigError, InputError, chunk_text
+from meteora_edge import Chunk, ConfigError, InputError, chunk_text, chunk_texts, find_spanning_chunks
 
 
 def test_windows_overlap_and_keep_offsets():
@@ -43,3 +43,39 @@ def test_chunks_cover_every_word_in_order(text, size, overlap):
     step = size - overlap
     rebuilt = [w for c in chunks[:-1] for w in c.text.split()[:step]] + chunks[-1].text.split()
     assert rebuilt == words
+
+
+# -- METEORA's helpers: several documents at once, and span lookup ----------------------------
+
+
+def test_chunk_texts_numbers_across_documents_and_keeps_local_offsets():
+    docs = ["one two three four five", {"text": "six seven", "metadata": {"title": "B"}}, "   "]
+    chunks = chunk_texts(docs, chunk_size=2, overlap=0)
+    assert [c.index for c in chunks] == [0, 1, 2, 3]
+    assert [c.metadata["document_index"] for c in chunks] == [0, 0, 0, 1]
+    assert [c.metadata["local_chunk_index"] for c in chunks] == [0, 1, 2, 0]
+    assert chunks[3].metadata["title"] == "B" and chunks[3].start_pos == 0
+    assert docs[0][chunks[1].start_pos:chunks[1].end_pos] == chunks[1].text == "three four"
+    with pytest.raises(InputError, match="no words"):
+        chunk_texts(["", "  "])
+
+
+def test_find_spanning_chunks_maps_a_character_span_to_chunk_ids():
+    text = "alpha beta gamma delta epsilon"
+    chunks = chunk_text(text, chunk_size=2, overlap=1)  # [alpha beta] [beta gamma] [gamma delta] [delta epsilon]
+    start = text.index("gamma")
+    assert find_spanning_chunks(start, start + len("gamma"), chunks) == [1, 2]
+    assert find_spanning_chunks(0, len(text), chunks) == [0, 1, 2, 3]
+    assert find_spanning_chunks(start, start, chunks) == [1, 2]  # a position
+    assert find_spanning_chunks(len("alpha "), len("alpha "), chunks) == [0, 1]
+    end_of_first = chunks[0].end_pos
+    assert 0 not in find_spanning_chunks(end_of_first, end_of_first + 1, chunks)  # touching is not overlapping
+    as_dicts = [{"id": f"c{i}", "start": c.start_pos, "end": c.end_pos} for i, c in enumerate(chunks)]
+    assert find_spanning_chunks(start, start + 5, as_dicts) == ["c1", "c2"]
+    assert find_spanning_chunks(0, 3, [Chunk("x", 7, 0, 0), {"text": "no offsets"}]) == []
+    with pytest.raises(InputError, match="after span_end"):
+        find_spanning_chunks(5, 2, chunks)
+    with pytest.raises(InputError, match="span_start"):
+        find_spanning_chunks(-1, 2, chunks)
+    with pytest.raises(InputError, match="Chunk objects"):
+        find_spanning_chunks(0, 2, ["a string"])

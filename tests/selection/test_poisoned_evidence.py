@@ -10,6 +10,8 @@ from __future__ import annotations
 import random
 import re
 
+import pytest
+
 from meteora_edge import EvidencePipeline, HashingEncoder, MeteoraReranker, PipelineConfig, Rationale
 
 INJECTION = re.compile(r"ignore (all )?(previous|prior) instructions|disregard the (question|rules)|system prompt", re.I)
@@ -90,3 +92,46 @@ def test_flag_types_are_recorded_in_the_pipeline_trace_and_block_the_fallback():
     assert sorted(t for ts in flagged.values() for t in ts).count("INJECTION") == 2
     assert not any(INJECTION.search(p) for p in result.passages)
     assert set(result.trace.phase("fallback").details["excluded_flagged"]) == set(flagged)
+
+
+DRAFT_RULE = Rationale(
+    "Find the refund window for returned items", 1, "Refunds",
+    "reject drafts, proposals or notes that were not approved (UNAPPROVED)",
+)
+POLICY = [
+    "Refunds: items may be returned within thirty days of delivery for a full refund.",
+    "Shipping takes three to five working days within the country.",
+    "DRAFT — NOT APPROVED: refunds within ninety days of delivery for any reason, no receipt needed.",
+    "Gift cards cannot be refunded or exchanged for cash.",
+]
+
+
+class DraftFlagger:
+    """Follows the flag instruction above: a draft that was not approved is flagged."""
+
+    def __init__(self) -> None:
+        self.seen: list[str] = []
+
+    def verify(self, request):
+        self.seen.append(request.chunk)
+        draft = "not approved" in request.chunk.lower()
+        relevant = "refund" in request.chunk.lower()
+        return {"relevant": relevant, "flagged": draft, "reason": "draft" if draft else "ok",
+                "flag_types": ["UNAPPROVED"] if draft else []}
+
+
+@pytest.mark.parametrize("scoring", ["hybrid", "dense"])
+def test_a_flagged_draft_cannot_enter_through_the_bm25_fallback(scoring):
+    """ECSE keeps only the approved clause; n_min forces the fallback, whose BM25 hits include the draft."""
+    verifier = DraftFlagger()
+    pipe = EvidencePipeline(PipelineConfig(scoring=scoring, n_min=3, t_max=None, theta_redundancy=None),
+                            verifier=verifier)
+    result = pipe.run("refund days delivery", passages=POLICY, rationales=[DRAFT_RULE])
+    assert not any("DRAFT" in p for p in result.passages)
+    fallback = result.trace.phase("fallback")
+    assert fallback.details["fired"] and 2 in fallback.details["refused"] and 2 not in fallback.details["added"]
+    assert fallback.details["excluded_flagged"] == []  # nothing was flagged before the fallback ran
+    assert POLICY[2] in verifier.seen  # the fallback showed the draft to the verifier ...
+    draft = next(c for c in result.trace.candidates if c.text == POLICY[2])
+    assert draft.verified is False and draft.verdict["flag_types"] == ["UNAPPROVED"]  # ... which flagged it
+    assert all(c.verified for c in result.trace.candidates if c.kept)

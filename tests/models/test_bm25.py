@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from rank_bm25 import BM25Okapi
 
-from meteora_edge.index.bm25 import BM25Index, bm25_tokens
+from meteora_edge.models.bm25 import BM25Index, bm25_tokens
 from meteora_edge.errors import LocalIndexError
 
 

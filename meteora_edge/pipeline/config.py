@@ -1,0 +1,122 @@
+"""The pipeline's settings: one frozen, keyword-only dataclass, validated at construction."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, fields
+from typing import Any
+
+from ..errors import ConfigError
+from ..selection.ecse import check_scoring, check_window
+from .ladder import RUNGS
+
+__all__ = ["PipelineConfig", "RATIONALE_STRATEGIES"]
+
+RATIONALE_STRATEGIES = ("auto", "query")
+
+
+def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if not isinstance(value, int) or isinstance(value, bool) or value < low:
+        raise ConfigError(f"{name} must be an integer >= {low}{' or None' if optional else ''}, got {value!r}")
+
+
+def _check_float(name: str, value: object, low: float, high: float, *, optional: bool = False) -> None:
+    if value is None and optional:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+        raise ConfigError(f"{name} must be a number in [{low}, {high}]{' or None' if optional else ''}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class PipelineConfig:
+    """Settings of every phase; pass them by keyword. ``None`` turns a phase off.
+
+    Args:
+        k_init: candidates fetched from an index (kNN, plus BM25 when scoring is not dense).
+        scoring: how chunks are scored wherever the pipeline ranks them — ``"hybrid"``
+            (standardised cosine + ``lexical_weight`` × standardised BM25, the default),
+            ``"dense"`` (cosine; ECSE is then METEORA exactly) or ``"lexical"`` (BM25).
+        lexical_weight: weight of BM25 in the hybrid score.
+        rationales: what stands in for rationales when none are given and there is no
+            generator — ``"auto"`` (the question's parts and a second hop, written by rule;
+            see :mod:`meteora_edge.selection.auto_rationales`) or ``"query"`` (the question).
+        use_ecse: run ECSE selection on the candidates (off: pure MeVe, verify all).
+        expansion_window: ECSE neighbour expansion (0 for independent passages).
+        elbow_z_threshold: the statistical elbow's threshold (``pooled_cut="elbow"``).
+        pooled_cut: ECSE's cut of the pooled scores: ``"auto"`` (the elbow for dense scoring,
+            the z-score cut otherwise), ``"elbow"`` or ``"zscore"``.
+        pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
+        verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
+        tau_relevance: threshold of the cross-encoder and cosine rungs.
+        n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
+        theta_redundancy: cosine above which a lower-ranked chunk is a duplicate (None: keep all).
+        t_max: token budget (None: unlimited).
+        oversize: what happens to a chunk larger than the whole budget: ``drop`` or ``truncate``.
+        max_candidates / max_chunk_chars / max_rationales: resource limits.
+    """
+
+    k_init: int = 50
+    scoring: str = "hybrid"
+    lexical_weight: float = 1.0
+    rationales: str = "auto"
+    use_ecse: bool = True
+    expansion_window: int = 0
+    elbow_z_threshold: float = 1.0
+    pooled_cut: str = "auto"
+    pooled_z: float = 2.0
+    verification: str = "auto"
+    tau_relevance: float = 0.4
+    n_min: int | None = 1
+    theta_redundancy: float | None = 0.85
+    t_max: int | None = 512
+    oversize: str = "drop"
+    max_candidates: int = 10_000
+    max_chunk_chars: int = 100_000
+    max_rationales: int = 32
+
+    def __post_init__(self) -> None:
+        _check_int("k_init", self.k_init, 1)
+        check_scoring(self.scoring, self.pooled_cut)
+        _check_float("lexical_weight", self.lexical_weight, 0.0, 1e6)
+        if self.rationales not in RATIONALE_STRATEGIES:
+            raise ConfigError(f"rationales must be one of {', '.join(RATIONALE_STRATEGIES)}, got {self.rationales!r}")
+        if not isinstance(self.use_ecse, bool):
+            raise ConfigError(f"use_ecse must be true or false, got {self.use_ecse!r}")
+        check_window("expansion_window", self.expansion_window)
+        _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
+        _check_float("pooled_z", self.pooled_z, -100.0, 100.0)
+        if self.verification not in RUNGS:
+            raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {self.verification!r}")
+        _check_float("tau_relevance", self.tau_relevance, -1e6, 1e6)
+        _check_int("n_min", self.n_min, 0, optional=True)
+        _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)
+        _check_int("t_max", self.t_max, 1, optional=True)
+        if self.oversize not in ("drop", "truncate"):
+            raise ConfigError(f"oversize must be 'drop' or 'truncate', got {self.oversize!r}")
+        _check_int("max_candidates", self.max_candidates, 1)
+        _check_int("max_chunk_chars", self.max_chunk_chars, 1)
+        _check_int("max_rationales", self.max_rationales, 1)
+
+    @property
+    def effective_pooled_cut(self) -> str:
+        """``pooled_cut`` with ``auto`` resolved for this scoring."""
+        return check_scoring(self.scoring, self.pooled_cut)[1]
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    def to_json(self) -> str:
+        return json.dumps(self.to_dict(), sort_keys=True)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> PipelineConfig:
+        """Build from a mapping, refusing unknown keys."""
+        if not isinstance(data, dict):
+            raise ConfigError(f"pipeline config must be an object, got {type(data).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown pipeline setting(s) {unknown}; known: {sorted(known)}")
+        return cls(**data)

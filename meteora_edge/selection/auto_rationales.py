@@ -1,0 +1,183 @@
+"""Rationales without a language model: the question's parts, then a second hop.
+
+METEORA asks an LLM for rationales. Without one, this module writes them by rule, so
+that ECSE's pairing can still reach evidence the question alone does not describe.
+
+**Names.** A name is a quoted phrase (``"…"`` or ``“…”``) or a run of capitalised words
+(any cased script: Latin, Cyrillic, Greek …). Inside a run, a few lower-case connectors
+may appear between capitalised words (``of``, ``the``, ``de``, ``von`` …, as in *Bank of
+England*) and digits may follow a capitalised word (*Windows 95*). Punctuation ends a run,
+except the dot of an initial (*Roger O. Egeberg*). Function words at the start of a run
+are dropped (the capitalised first word of *Were Scott Derrickson …*).
+
+**Parts of the question.** A question that compares (it holds a comparison word such as
+*both*, *same*, *or*, *than*, *older* and at least two names, with *and*/*or* separating
+names) becomes one rationale per name: the name followed by the question's other content
+words (*"Ed Wood nationality"*). Any other question is its own first rationale.
+
+**The second hop.** A bridge question names only the start of its chain: the evidence for
+the second step mentions an entity that only the first step's evidence reveals ("the woman
+who portrayed Corliss Archer" is *Shirley Temple*). After the first rationale has found its
+best chunk, :func:`second_hop_rationale` takes the names in that chunk that the question
+does not contain and that recur in other candidates (an entity other chunks talk about is
+a likely bridge), keeps the two that recur most, and adds the question's content words. Its
+pairing skips the chunk it came from, so it lands on evidence elsewhere.
+
+English first: the function words and comparison words are English lists. In another
+language nothing breaks — the question stays the first rationale and capitalised names
+still feed the second hop; only the comparison split is English-only. For scripts without
+case (Chinese, Japanese …) there are no names, and the question is the only rationale.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+
+from .rationales import Rationale
+
+__all__ = ["find_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale"]
+
+_STOP = frozenset(
+    """a an the of in on at to for from by with and or but nor is are was were be been being am do does did
+    has have had having what which who whom whose when where why how that this these those it its as into
+    than then there their they he she his her him them we you your our us i me my not no yes both either
+    neither same also other another one ones any all some more most less least can could would should will
+    shall may might must about after before during over under between through while whether if so such only
+    own very just too until since upon out off up down each few many much s aside besides""".split()
+)
+# lower-case words that may sit inside a capitalised name ("Bank of England", "Ludwig van Beethoven")
+_CONNECTORS = frozenset("of the de da di du von van der den del la le y to for &".split())
+_AND_OR = frozenset({"and", "or"})
+_COMPARISON = re.compile(
+    r"\b(?:both|same|either|neither|or|than|older|younger|oldest|youngest|first|earlier|later|"
+    r"more|most|fewer|less|larger|largest|higher|highest|longer|longest|bigger|taller|smaller)\b",
+    re.IGNORECASE,
+)
+_WORD = re.compile(r"[^\W_](?:[\w'’\-./]*\w)?", re.UNICODE)
+_QUOTED = re.compile(r"\"([^\"]{2,})\"|“([^”]{2,})”")
+_CONTENT = re.compile(r"\w+", re.UNICODE)
+
+
+def _is_capitalised(word: str) -> bool:
+    return word[0].isupper()
+
+
+def find_names(text: str, *, split_and_or: bool = False) -> list[str]:
+    """Quoted phrases and capitalised runs of ``text``, in order of appearance, without repeats.
+
+    Args:
+        text: any text.
+        split_and_or: treat ``and``/``or`` as separators (``"Laurel and Hardy"`` → two names);
+            by default they may join a name (``"Kiss and Tell"``).
+
+    Example:
+        >>> find_names('Were Scott Derrickson and Ed Wood of the same nationality?', split_and_or=True)
+        ['Scott Derrickson', 'Ed Wood']
+    """
+    found: list[tuple[int, str]] = []
+    for match in _QUOTED.finditer(text):
+        found.append((match.start(), (match.group(1) or match.group(2)).strip()))
+    run: list[re.Match[str]] = []
+
+    def close_run() -> None:
+        while run and run[-1].group(0).lower() in _CONNECTORS | _AND_OR:
+            run.pop()
+        while run and run[0].group(0).lower() in _STOP:
+            run.pop(0)
+        if run:
+            found.append((run[0].start(), text[run[0].start() : run[-1].end()]))
+        run.clear()
+
+    previous_end: int | None = None
+    for match in _WORD.finditer(text):
+        word = match.group(0)
+        gap = text[previous_end : match.start()].strip() if previous_end is not None else ""
+        previous_end = match.end()
+        initial = gap == "." and run and len(run[-1].group(0)) <= 2
+        if gap and not initial:
+            close_run()
+        lower = word.lower()
+        if _is_capitalised(word) or (run and word[0].isdigit()):
+            run.append(match)
+        elif run and (lower in _CONNECTORS or (lower in _AND_OR and not split_and_or)):
+            run.append(match)
+        else:
+            close_run()
+    close_run()
+    names: list[str] = []
+    seen: set[str] = set()
+    for _, name in sorted(found):
+        key = name.lower()
+        if key not in seen and key not in _STOP:
+            seen.add(key)
+            names.append(name)
+    return names
+
+
+def content_words(text: str, exclude: Sequence[str] = ()) -> list[str]:
+    """The words of ``text`` that are not function words and not part of ``exclude``."""
+    excluded = {w.lower() for phrase in exclude for w in _CONTENT.findall(phrase)}
+    return [w for w in _CONTENT.findall(text) if w.lower() not in _STOP and w.lower() not in excluded]
+
+
+def is_comparison(question: str) -> bool:
+    """Whether the question compares two or more named things (see the module rules)."""
+    return bool(_COMPARISON.search(question)) and len(find_names(question, split_and_or=True)) >= 2
+
+
+def question_rationales(question: str) -> tuple[list[Rationale], str]:
+    """The first rationales for ``question`` and the kind of question.
+
+    Returns:
+        ``(rationales, "comparison")`` with one rationale per compared name, or
+        ``([question], "question")``; rationales are numbered from 1.
+    """
+    text = " ".join(question.split())
+    if is_comparison(text):
+        names = find_names(text, split_and_or=True)
+        predicate = " ".join(content_words(text, names))
+        parts = [" ".join(f"{name} {predicate}".split()) for name in names]
+        return [Rationale(part, i, "part") for i, part in enumerate(parts, start=1)], "comparison"
+    return [Rationale(text, 1, "question")], "question"
+
+
+def _mentions(text: str, name: str) -> bool:
+    return re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", text.lower()) is not None
+
+
+def second_hop_rationale(
+    question: str,
+    first_hop: str,
+    others: Sequence[str],
+    *,
+    index: int,
+    max_names: int = 2,
+) -> tuple[Rationale, list[str]] | None:
+    """A rationale for the evidence one step beyond ``first_hop``, or ``None``.
+
+    Args:
+        question: the question.
+        first_hop: the text of the best chunk for the question.
+        others: the texts of the other candidates (where a bridge name must recur).
+        index: the new rationale's number.
+        max_names: how many bridge names to keep (those recurring in most candidates).
+
+    Returns:
+        The rationale and the bridge names it uses; ``None`` when the first-hop chunk names
+        nothing new that other candidates mention.
+    """
+    asked = [name.lower() for name in find_names(question)]
+    ranked: list[tuple[int, int, str]] = []
+    for order, name in enumerate(find_names(first_hop)):
+        key = name.lower()
+        if any(key in a or a in key for a in asked):
+            continue
+        recurrences = sum(1 for text in others if _mentions(text, name))
+        if recurrences:
+            ranked.append((-recurrences, order, name))
+    if not ranked:
+        return None
+    bridges = [name for _, _, name in sorted(ranked)[:max_names]]
+    text = " ".join([*bridges, *content_words(question, find_names(question))])
+    return Rationale(text, index, "second hop"), bridges

@@ -1,0 +1,107 @@
+"""Rationales written by rule: names, parts of a question, the second hop, and ECSE with them."""
+
+import pytest
+
+from meteora_edge import HashingEncoder, MeteoraSelector
+from meteora_edge.selection.auto_rationales import (
+    content_words,
+    find_names,
+    is_comparison,
+    question_rationales,
+    second_hop_rationale,
+)
+
+
+@pytest.mark.parametrize("text, split, names", [
+    ("Were Scott Derrickson and Ed Wood of the same nationality?", True, ["Scott Derrickson", "Ed Wood"]),
+    ("The woman who portrayed Corliss Archer in the film Kiss and Tell", False, ["Corliss Archer", "Kiss and Tell"]),
+    ('The director of the romantic comedy "Big Stone Gap" is based where?', False, ["Big Stone Gap"]),
+    ("Roger O. Egeberg was Assistant Secretary for Health", False, ["Roger O. Egeberg", "Assistant Secretary for Health"]),
+    ("Which writer was from England, Henry Roth or Robert Erskine Childers?", True,
+     ["England", "Henry Roth", "Robert Erskine Childers"]),
+    ("Where was the Bank of England founded?", False, ["Bank of England"]),
+    ("Какой город больше, Москва или Санкт-Петербург?", True, ["Какой", "Москва", "Санкт-Петербург"]),
+    ("東京と大阪のどちらが大きいですか", False, []),
+    ("what is the capital of france", False, []),
+])
+def test_find_names(text, split, names):
+    assert find_names(text, split_and_or=split) == names
+
+
+def test_content_words_drop_function_words_and_names():
+    assert content_words("Who is older, Annie Morton or Terry Richardson?", ["Annie Morton", "Terry Richardson"]) == ["older"]
+
+
+@pytest.mark.parametrize("question, comparison", [
+    ("Who is older, Annie Morton or Terry Richardson?", True),
+    ("Are Local H and For Against both from the United States?", True),
+    ("What government position was held by the woman who portrayed Corliss Archer?", False),
+    ("Which is larger?", False),  # a comparison word but nothing named to compare
+])
+def test_is_comparison(question, comparison):
+    assert is_comparison(question) is comparison
+
+
+def test_a_comparison_becomes_one_rationale_per_name():
+    rationales, kind = question_rationales("Who is older, Annie Morton or Terry Richardson?")
+    assert kind == "comparison"
+    assert [r.text for r in rationales] == ["Annie Morton older", "Terry Richardson older"]
+    assert [r.index for r in rationales] == [1, 2] and {r.label for r in rationales} == {"part"}
+
+
+def test_any_other_question_is_its_own_first_rationale():
+    rationales, kind = question_rationales("  What  type of forum did a former Soviet statesman initiate? ")
+    assert kind == "question"
+    assert [(r.text, r.label) for r in rationales] == [("What type of forum did a former Soviet statesman initiate?", "question")]
+
+
+def test_second_hop_takes_new_names_that_other_candidates_mention():
+    question = "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
+    first = "Kiss and Tell is a 1945 American comedy film starring Shirley Temple as Corliss Archer."
+    others = ["Shirley Temple was named Chief of Protocol.", "Shirley Temple Black was an actress.", "A film about Ohio."]
+    rationale, bridges = second_hop_rationale(question, first, others, index=2)
+    assert bridges == ["Shirley Temple"]  # "American" recurs nowhere else; the question's names are not new
+    assert rationale.index == 2 and rationale.label == "second hop"
+    assert rationale.text.startswith("Shirley Temple ") and "government position" in rationale.text
+
+
+def test_no_second_hop_without_a_recurring_new_name():
+    assert second_hop_rationale("Who built it?", "It was built by Gustave Eiffel.", ["Paris is big."], index=2) is None
+
+
+BRIDGE_CHUNKS = [
+    "Kiss and Tell is a 1945 comedy film starring Shirley Temple as Corliss Archer.",
+    "Shirley Temple later served as Chief of Protocol, a government position.",
+    "Corliss Archer is a fictional teenage girl from radio.",
+    "A mayor is elected every four years.",
+    "Shirley Temple was born in Santa Monica.",
+]
+
+
+def test_select_auto_reaches_the_second_hop_in_another_chunk():
+    question = "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
+    selector = MeteoraSelector(HashingEncoder(), expansion_window=0, scoring="hybrid")
+    result = selector.select_auto(BRIDGE_CHUNKS, question)
+    strategy = result.to_dict()["details"]["rationale_strategy"]
+    assert strategy["kind"] == "question" and strategy["first_hop"] == 0
+    assert strategy["bridges"] == ["Shirley Temple"]
+    second = [m for m in result.rationale_matches if m["rationale_index"] == 2][0]
+    assert second["chunk_index"] != 0  # the second hop never pairs with its own first-hop chunk
+    assert {0, 1} <= set(result.selected_indices)
+    assert 3 not in result.selected_indices
+
+
+def test_select_auto_on_a_comparison_pairs_each_name():
+    chunks = ["Annie Morton (born 1970) is a model.", "Terry Richardson (born 1965) is a photographer.",
+              "Morton Salt is a company.", "Richardson, Texas is a city."]
+    result = MeteoraSelector(HashingEncoder(), expansion_window=0, scoring="hybrid").select_auto(
+        chunks, "Who is older, Annie Morton or Terry Richardson?")
+    assert result.to_dict()["details"]["rationale_strategy"]["kind"] == "comparison"
+    assert result.pairing_indices == [0, 1]
+
+
+def test_select_auto_refuses_an_empty_query():
+    from meteora_edge import InputError
+
+    with pytest.raises(InputError, match="non-empty"):
+        MeteoraSelector(HashingEncoder(), scoring="hybrid").select_auto(BRIDGE_CHUNKS, "   ")

@@ -1,0 +1,90 @@
+"""Hybrid (dense + lexical) scoring in ECSE: the maths, the cut, and METEORA parity for dense."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from meteora_edge import ConfigError, HashingEncoder, MeteoraSelector
+from meteora_edge.models.bm25 import BM25Index, bm25_tokens
+from meteora_edge.selection.stages import cosine_matrix, fuse_scores, standardise, zscore_cut
+
+
+def _encoder(vectors):
+    return lambda texts: np.array([vectors[t] for t in texts], dtype=np.float32)
+
+
+def test_standardise_rows_and_constant_rows():
+    out = standardise(np.array([[1.0, 2.0, 3.0], [4.0, 4.0, 4.0]]))
+    assert np.allclose(out[0], [-1.224745, 0.0, 1.224745])
+    assert out[1].tolist() == [0.0, 0.0, 0.0]
+    assert standardise(np.array([5.0])).tolist() == [0.0]
+
+
+def test_fuse_dense_is_the_cosine_unchanged_and_hybrid_adds_standardised_parts():
+    dense = np.array([[0.9, 0.1, 0.5]])
+    lexical = np.array([[0.0, 6.0, 3.0]])
+    assert fuse_scores(dense, lexical, scoring="dense") is not None
+    assert np.array_equal(fuse_scores(dense, lexical, scoring="dense"), dense)
+    assert np.allclose(fuse_scores(dense, lexical, scoring="lexical"), standardise(lexical))
+    hybrid = fuse_scores(dense, lexical, scoring="hybrid", lexical_weight=0.5)
+    assert np.allclose(hybrid, standardise(dense) + 0.5 * standardise(lexical))
+    with pytest.raises(ValueError, match="scoring must be one of"):
+        fuse_scores(dense, lexical, scoring="magic")
+
+
+def test_zscore_cut_keeps_only_standouts_best_first():
+    assert zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist() == [3]
+    assert zscore_cut(np.array([0.5, 0.5, 0.5]), 1.0).tolist() == []  # nothing stands out
+    assert zscore_cut(np.array([1.0, 0.0, 1.0, 0.0]), 0.5).tolist() == [0, 2]
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=30), st.floats(0.0, 3.0))
+def test_zscore_cut_is_exactly_the_scores_at_or_above_the_threshold(scores, z):
+    values = np.array(scores)
+    kept = set(zscore_cut(values, z).tolist())
+    assert kept == {i for i, s in enumerate(standardise(values)) if s >= z}
+
+
+def test_dense_scoring_is_meteora_exactly():
+    """scoring='dense' must give what METEORA's ECSE gives (the default selector)."""
+    rng = np.random.default_rng(7)
+    chunks = [f"c{i}" for i in range(12)]
+    table = {c: rng.normal(size=8).tolist() for c in chunks} | {"r1": rng.normal(size=8).tolist(), "r2": rng.normal(size=8).tolist()}
+    plain = MeteoraSelector(_encoder(table)).select(chunks, ["r1", "r2"])
+    dense = MeteoraSelector(_encoder(table), scoring="dense", pooled_cut="elbow").select(chunks, ["r1", "r2"])
+    assert plain.to_dict() == dense.to_dict()
+    similarity = cosine_matrix(np.array([table["r1"], table["r2"]]), np.array([table[c] for c in chunks]))
+    assert plain.pairing_indices == sorted(set(np.argmax(similarity, axis=1).tolist()))
+
+
+def test_hybrid_pairing_follows_names_that_cosine_misses():
+    # the dense vectors point rationale 1 at chunk 0, but only chunk 2 shares its rare words
+    chunks = ["alpha beta", "gamma delta", "Shirley Temple ambassador Ghana"]
+    table = {"alpha beta": [1, 0, 0], "gamma delta": [0.6, 0.8, 0], "Shirley Temple ambassador Ghana": [0.9, 0, 0.43],
+             "Shirley Temple Ghana": [1, 0, 0]}
+    dense = MeteoraSelector(_encoder(table), expansion_window=0).select(chunks, ["Shirley Temple Ghana"])
+    hybrid = MeteoraSelector(_encoder(table), expansion_window=0, scoring="hybrid").select(chunks, ["Shirley Temple Ghana"])
+    assert dense.pairing_indices == [0]
+    assert hybrid.pairing_indices == [2]
+    details = hybrid.to_dict()["details"]
+    assert details["scoring"] == "hybrid" and details["pooled_cut"] == "zscore"
+    bm25 = BM25Index.build(bm25_tokens(c) for c in chunks).scores(bm25_tokens("Shirley Temple Ghana"))
+    assert np.allclose(details["lexical_scores"], bm25, atol=1e-6)  # both component scores are recorded
+    assert len(details["dense_scores"]) == 3
+
+
+def test_lexical_scoring_ignores_the_encoder_for_pairing():
+    chunks = ["the cat sat", "a dog barked loudly", "cats and dogs"]
+    result = MeteoraSelector(HashingEncoder(), expansion_window=0, scoring="lexical").select(chunks, ["dog barked"])
+    assert result.pairing_indices == [1]
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"scoring": "semantic"}, {"pooled_cut": "knee"}, {"lexical_weight": -1}, {"lexical_weight": float("nan")},
+    {"pooled_z": "2"},
+])
+def test_bad_hybrid_settings_are_refused(kwargs):
+    with pytest.raises(ConfigError):
+        MeteoraSelector(HashingEncoder(), **kwargs)
