@@ -50,7 +50,7 @@ def main() -> None:
     from _machine import machine_header
 
     from meteora_edge.models.bundle import Bundle
-    from meteora_edge.models.onnx_encoder import VARIANTS, choose_precision
+    from meteora_edge.models.precision import VARIANTS, choose_precision
 
     comp = Bundle.load(args.bundle).component("encoder")
     variants = [v for v in VARIANTS if v in comp.files]

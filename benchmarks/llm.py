@@ -54,7 +54,8 @@ def measure(path: Path, args: argparse.Namespace) -> dict[str, object]:
 
     from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM, parse_rationales
     from meteora_edge.documents import document_texts
-    from meteora_edge.models.llm_model import ChatMessage, cpu_backend
+    from meteora_edge.models.llm_backend import cpu_backend
+    from meteora_edge.models.llm_model import ChatMessage
     from meteora_edge.selection.llm_generator import load_sample_shots
     from meteora_edge.selection.verification import VerificationRequest
 

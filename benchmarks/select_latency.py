@@ -139,7 +139,7 @@ def main() -> None:
     from _machine import machine_header
 
     from meteora_edge.models.bundle import Bundle
-    from meteora_edge.models.onnx_encoder import VARIANTS
+    from meteora_edge.models.precision import VARIANTS
 
     have = [v for v in VARIANTS if v in Bundle.load(args.bundle).component("encoder").files]
     paths = args.paths.split(",") if args.paths else ["torch", *[f"{v}{m}" for v in have for m in ("", "+cold", "+warm")],

@@ -5,7 +5,7 @@ from __future__ import annotations
 import click
 
 from meteora_edge.models.encoders import EncoderLike
-from meteora_edge.models.onnx_encoder import PRECISIONS
+from meteora_edge.models.precision import PRECISIONS
 from meteora_edge.pipeline.ladder import CrossEncoder
 
 _NO_CACHE = "meteora_edge.no_cache"
@@ -47,7 +47,8 @@ def encoder_from_options(bundle: str | None, threads: int, precision: str, *, in
     the index was built with is used (when the bundle has it), so an index built on another
     CPU keeps working.
     """
-    from meteora_edge.models.onnx_encoder import VARIANTS, load_encoder
+    from meteora_edge.models.onnx_encoder import load_encoder
+    from meteora_edge.models.precision import VARIANTS
 
     variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
     recorded = variant if variant in VARIANTS else None

@@ -72,7 +72,8 @@ def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
     bundle = _load(bundle_dir)
     report: dict[str, Any] = {"bundle": str(bundle.root), "files": bundle.verify(), "models": {}}
     if not hashes_only:
-        from meteora_edge.models.onnx_encoder import VARIANTS, OnnxEncoder
+        from meteora_edge.models.onnx_encoder import OnnxEncoder
+        from meteora_edge.models.precision import VARIANTS
 
         for name, comp in sorted(bundle.components.items()):
             if comp.kind != "encoder":

@@ -45,7 +45,7 @@ def _llm_extra() -> dict[str, Any]:
         import llama_cpp
     except ImportError as exc:
         return {"ok": False, "detail": f"llama_cpp not importable ({exc}); pip install \"meteora-edge[llm]\""}
-    from .models.llm_model import cpu_backend
+    from .models.llm_backend import cpu_backend
 
     try:
         backend = cpu_backend()
@@ -73,7 +73,7 @@ def _cache(enabled: bool) -> dict[str, Any]:
 
 def _encoder(bundle: Any, precision: str) -> dict[str, Any]:
     """Which encoder variant ``precision`` runs on this CPU, why, and each variant's parity."""
-    from .models.onnx_encoder import VARIANTS, choose_precision
+    from .models.precision import VARIANTS, choose_precision
 
     comp = bundle.components.get("encoder")
     if comp is None:

@@ -16,7 +16,7 @@ pytest.importorskip("tokenizers")
 from tiny_onnx import make_bundle  # noqa: E402
 
 from meteora_edge.cli.main import main  # noqa: E402
-from meteora_edge.models import onnx_encoder  # noqa: E402
+from meteora_edge.models import precision  # noqa: E402
 from meteora_edge.models.cpu_features import CpuInfo  # noqa: E402
 from meteora_edge.models.embedding_cache import CACHE_FILE  # noqa: E402
 
@@ -92,18 +92,18 @@ def test_index_build_and_eval_fill_the_cache(tmp_path, bundle):
 def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path, bundle, chunks_file, monkeypatch):
     vnni = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2", "avx512_vnni"}), source="test")
     plain = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2"}), source="test")
-    monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: vnni)
+    monkeypatch.setattr(precision, "cpu_info", lambda: vnni)
     out = run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle), "--trace")
     data = json.loads(out.stdout)
     assert data["encoder"].endswith(":int8-dot")
     choice = data["trace"]["config"]["encoder_precision"]
     assert choice["requested"] == "auto" and choice["precision"] == "int8-dot" and "avx512_vnni" in choice["reason"]
-    monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: plain)
+    monkeypatch.setattr(precision, "cpu_info", lambda: plain)
     doc = tmp_path / "doc.txt"
     doc.write_text(" ".join(CHUNKS * 3))
     assert run("index", "build", str(doc), "--out", str(tmp_path / "idx"), "--chunk-size", "6",
                "--bundle", str(bundle)).exit_code == 0  # built with fp32 on a CPU without VNNI
-    monkeypatch.setattr(onnx_encoder, "cpu_info", lambda: vnni)  # ... and queried on one with it
+    monkeypatch.setattr(precision, "cpu_info", lambda: vnni)  # ... and queried on one with it
     out = run("select", "--index", str(tmp_path / "idx"), "-q", "fees", "--bundle", str(bundle), "--trace")
     assert out.exit_code == 0, out.output
     data = json.loads(out.stdout)
@@ -112,7 +112,7 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
 
 
 def test_doctor_states_the_cache_and_the_chosen_precision(tmp_path, bundle, monkeypatch):
-    monkeypatch.setattr(onnx_encoder, "cpu_info",
+    monkeypatch.setattr(precision, "cpu_info",
                         lambda: CpuInfo(model="t", machine="x86_64", flags=frozenset({"avx2"}), source="test"))
     cache = tmp_path / "cache"
     result = run("doctor", "--bundle", str(bundle), "--no-probe", env={"METEORA_EDGE_CACHE": str(cache)})

@@ -5,11 +5,9 @@ small dynamically padded batches, mean-pooled over the attention mask, L2-normal
 put back in input order. With an :class:`~.embedding_cache.EmbeddingCache`, texts embedded
 before (by the same model files and settings) are read back instead of being run again.
 
-A bundle may hold several variants of one model (:data:`VARIANTS`): ``fp32``; ``int8``, the
-mixed recipe (attention projections in int8, the feed-forward blocks in fp32: 40 % less
-memory); ``int8-dot``, nearly every MatMul in int8, for CPUs with int8 dot-product
-instructions (x86 VNNI/AMX, ARM dot product/i8mm). ``precision="auto"`` picks by the CPU
-(:func:`choose_precision`) and says why in :attr:`OnnxEncoder.precision_choice`.
+A bundle may hold several variants of one model (``fp32``, ``int8``, ``int8-dot``; see
+:mod:`.precision`); ``precision="auto"`` picks by the CPU and says why in
+:attr:`OnnxEncoder.precision_choice`.
 
 Example:
     >>> enc = OnnxEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
@@ -26,69 +24,27 @@ import json
 import logging
 import os
 import threading
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Union
 
 import numpy as np
 
 from .bundle import Bundle, sha256_file
-from .cpu_features import CpuInfo, cpu_info
 from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, onnxruntime_version
+from .precision import PRECISIONS, VARIANTS, choose_precision
 
-__all__ = ["OnnxEncoder", "load_encoder", "choose_precision", "PRECISIONS", "VARIANTS", "POOLINGS", "CacheSetting"]
+__all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 
 logger = logging.getLogger(__name__)
 
-VARIANTS = ("fp32", "int8", "int8-dot")  # the model files an encoder component may hold
-PRECISIONS = ("auto", *VARIANTS)
 POOLINGS = ("mean", "cls")
 # a cache argument: True = the default cache (METEORA_EDGE_CACHE / the user cache folder),
 # False or None = none, a folder, or an EmbeddingCache
 CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
-
-
-def choose_precision(available: Iterable[str], cpu: CpuInfo | None = None) -> tuple[str, str]:
-    """The variant ``precision="auto"`` runs, and why.
-
-    Rule (measured with ``benchmarks/encoder_variants.py`` and ``benchmarks/select_latency.py``;
-    see the README): a CPU with int8 dot-product instructions runs ``int8-dot``, about 2× fp32
-    with retrieval F1 within 0.01 of fp32. Any other CPU runs ``fp32``: there onnxruntime's
-    uint8×int8 kernels may saturate (its documentation asks for 7-bit weights without VNNI),
-    so ``int8-dot`` is not trusted, and the mixed ``int8`` recipe, though about 8 % faster on
-    such a CPU, loses up to 0.016 F1 on the dev data. A bundle from before ``int8-dot``
-    existed on a dot-product CPU also runs fp32. A CPU whose flags cannot be read counts as
-    one without dot-product instructions.
-
-    Args:
-        available: the variants the bundle holds.
-        cpu: the CPU to choose for [this one].
-
-    Returns:
-        ``(variant, reason)``.
-
-    Raises:
-        BundleError: the bundle holds no variant at all.
-    """
-    have = [v for v in VARIANTS if v in set(available)]
-    if not have:
-        raise BundleError("the encoder component holds no model file (fp32, int8 or int8-dot); re-export the bundle")
-    cpu = cpu or cpu_info()
-    dot = cpu.int8_dot
-    if dot:
-        cpu_says = f"the CPU has int8 dot-product instructions ({dot})"
-        order = ("int8-dot", "fp32", "int8")
-    else:
-        unknown = "its flags could not be read" if not cpu.flags else "no VNNI/AMX/dot-product flag"
-        cpu_says = f"the CPU has no int8 dot-product instructions ({unknown}), so int8 is not worth its loss"
-        order = ("fp32", "int8", "int8-dot")
-    chosen = next(v for v in order if v in have)
-    missing = "" if chosen == order[0] else f"; the bundle has no {order[0]} model" + (
-        " (re-export to add it)" if order[0] == "int8-dot" else "")
-    return chosen, f"{cpu_says}{missing}"
 
 
 def _positive_int(name: str, value: object) -> int:

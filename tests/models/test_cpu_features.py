@@ -6,7 +6,7 @@ import pytest
 
 from meteora_edge.errors import BundleError
 from meteora_edge.models.cpu_features import CpuInfo, cpu_info, read_cpuinfo
-from meteora_edge.models.onnx_encoder import choose_precision
+from meteora_edge.models.precision import choose_precision
 
 X86 = """processor	: 0
 vendor_id	: AuthenticAMD

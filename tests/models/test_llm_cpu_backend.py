@@ -29,7 +29,7 @@ def test_the_cpu_backend_is_ready_and_named():
     info = _in_fresh_process(
         "import json, ctypes\n"
         "from llama_cpp import llama_cpp as bindings\n"
-        "from meteora_edge.models.llm_model import cpu_backend\n"
+        "from meteora_edge.models.llm_backend import cpu_backend\n"
         "first = cpu_backend()\n"
         "bindings._lib.ggml_backend_dev_count.restype = ctypes.c_size_t\n"
         "first['devices'] = bindings._lib.ggml_backend_dev_count()\n"
@@ -56,7 +56,8 @@ def test_a_model_loads_after_the_backend(tmp_path):
     gguf = Path(list(spec.submodule_search_locations)[0]) / "SmolLM2-135M-Instruct.Q4_1.gguf"
     info = _in_fresh_process(
         "import json\n"
-        "from meteora_edge.models.llm_model import LocalLLM, cpu_backend\n"
+        "from meteora_edge.models.llm_backend import cpu_backend\n"
+        "from meteora_edge.models.llm_model import LocalLLM\n"
         f"llm = LocalLLM.load({str(gguf)!r}, context_size=256)\n"
         "print(json.dumps({'tokens': len(llm.tokenize('hello world')), **cpu_backend()}))\n"
     )
