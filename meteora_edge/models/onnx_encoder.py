@@ -34,7 +34,7 @@ from .bundle import Bundle, sha256_file
 from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
-from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, onnxruntime_version
+from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings
 from .precision import PRECISIONS, VARIANTS, choose_precision
 
 __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
@@ -170,7 +170,7 @@ class OnnxEncoder:
             )
         dimension = declared if declared is not None else expected
         if dimension is None:
-            dimension = int(self._run(["dimension probe"]).shape[1])
+            dimension = int(self._run(self._tokenizer.encode_batch(["dimension probe"])).shape[1])
         return int(dimension)
 
     @classmethod
@@ -295,7 +295,8 @@ class OnnxEncoder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
         self._load()
-        lengths = [len(e.ids) for e in self._tokenizer.encode_batch(texts)]
+        encodings = self._tokenizer.encode_batch(texts)  # once: the lengths order the batches
+        lengths = [len(e.ids) for e in encodings]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         start = 0
@@ -303,12 +304,13 @@ class OnnxEncoder:
             longest = lengths[order[start]]
             size = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
             rows = order[start : start + size]
-            out[rows] = self._run([texts[i] for i in rows])
+            out[rows] = self._run([encodings[i] for i in rows])
             start += size
         return out
 
-    def _run(self, batch: list[str]) -> np.ndarray:
-        ids, mask = encode_padded(self._tokenizer, batch, pad_id=self.pad_id)
+    def _run(self, batch: list[Any]) -> np.ndarray:
+        """Embed one batch of tokenizer encodings."""
+        ids, mask = pad_encodings(batch, pad_id=self.pad_id)
         feed = feed_for(self._session, {"input_ids": ids, "attention_mask": mask})
         try:
             hidden = self._session.run([self._output], feed)[0]

@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import BundleError, ConfigError, MissingExtraError, ModelError
 
-__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "feed_for", "encode_padded", "onnxruntime_version"]
+__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "feed_for", "encode_padded", "pad_encodings",
+           "onnxruntime_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -111,10 +112,14 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_length: int) -> Any:
 
 def encode_padded(tokenizer: Any, texts: list[str], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Tokenise ``texts`` and pad to the longest: ``(input_ids, attention_mask)``, both int64."""
-    encodings = tokenizer.encode_batch(texts)
+    return pad_encodings(tokenizer.encode_batch(texts), pad_id=pad_id)
+
+
+def pad_encodings(encodings: list[Any], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Pad tokenizer encodings (anything with ``.ids``) to the longest: ``(input_ids, attention_mask)``."""
     width = max((len(e.ids) for e in encodings), default=0)
-    ids = np.full((len(texts), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(texts), width), dtype=np.int64)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
     for row, enc in enumerate(encodings):
         ids[row, : len(enc.ids)] = enc.ids
         mask[row, : len(enc.ids)] = 1
