@@ -108,15 +108,21 @@ def _transaction(conn: sqlite3.Connection) -> Iterator[None]:
 
 
 def default_cache_dir() -> Path | None:
-    """The cache folder the environment asks for, or None when ``METEORA_EDGE_CACHE=off``."""
+    """The cache folder the environment asks for, or None when ``METEORA_EDGE_CACHE=off`` (or
+    there is no home directory to put it in)."""
     setting = os.environ.get(CACHE_ENV, "").strip()
     if setting.lower() in _OFF:
         return None
     if setting:
         return Path(setting).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
-    base = Path(xdg) if xdg and os.path.isabs(xdg) else Path.home() / ".cache"
-    return base / "meteora-edge"
+    if xdg and os.path.isabs(xdg):
+        return Path(xdg) / "meteora-edge"
+    try:
+        return Path.home() / ".cache" / "meteora-edge"
+    except RuntimeError:  # no home directory at all: run without a cache
+        logger.info("no home directory and no %s: the embedding cache is off", CACHE_ENV)
+        return None
 
 
 def _max_bytes_from_env() -> int:
