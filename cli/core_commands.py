@@ -2,14 +2,17 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from pathlib import Path
 
 import click
 
-from meteora_edge.fileio import read_text_file
-from meteora_edge.index.chunking import chunk_text
+from meteora_edge.documents import Chunk
+from meteora_edge.errors import InputError
+from meteora_edge.fileio import iter_text_blocks, write_text_atomic
+from meteora_edge.index.chunking import check_chunking, iter_chunks
 
-from .output import check_output_path, emit_json
+from .output import check_output_path, chunks_json, stdout_is_unicode
 
 
 @click.command()
@@ -19,8 +22,26 @@ from .output import check_output_path, emit_json
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write JSON here instead of stdout.")
 @click.option("--compact", is_flag=True, help="One-line JSON.")
 def chunk(file: str, chunk_size: int, overlap: int | None, output: str | None, compact: bool) -> None:
-    """Split a text file into overlapping word-window chunks with character offsets."""
+    """Split a text file into overlapping word-window chunks with character offsets.
+
+    The file is read and written as a stream, so memory stays near one chunk's size.
+    """
     if output:
         check_output_path(output)
-    chunks = chunk_text(read_text_file(file), chunk_size, overlap, metadata={"source": Path(file).name})
-    emit_json({"chunks": [c.to_dict() for c in chunks]}, output=output, compact=compact)
+    overlap = check_chunking(chunk_size, overlap)
+
+    def chunks() -> Iterator[Chunk]:
+        return iter_chunks(iter_text_blocks(file), chunk_size, overlap, metadata={"source": Path(file).name})
+
+    if output:
+        write_text_atomic(output, chunks_json(chunks(), compact=compact, ensure_ascii=False))
+        click.echo(f"wrote {output}", err=True)
+        return
+    # stdout cannot be taken back: read the whole file once (UTF-8, size, a word) before printing
+    has_word = False
+    for block in iter_text_blocks(file):
+        has_word = has_word or not block.isspace()
+    if not has_word:
+        raise InputError(f"{file} holds no words; nothing to chunk")
+    for piece in chunks_json(chunks(), compact=compact, ensure_ascii=not stdout_is_unicode()):
+        click.echo(piece, nl=False)

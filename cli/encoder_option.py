@@ -1,4 +1,4 @@
-"""The options that choose the encoder, shared by every command that embeds text."""
+"""The options that choose the models (encoder, budget tokenizer, GGUF runtime), shared by the commands."""
 
 from __future__ import annotations
 
@@ -22,6 +22,13 @@ precision_option = click.option(
          "dot product, else fp32); int8 is the mixed recipe (least memory).",
 )
 
+tokenizer_option = click.option("--tokenizer", default=None,
+                                help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
+llm_threads_option = click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True,
+                                  help="CPU threads of the GGUF model.")
+context_size_option = click.option("--context-size", type=click.IntRange(min=256), default=None,
+                                   help="Context of the GGUF model [the bundle's].")
+
 
 def _remember_no_cache(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
     ctx.meta[_NO_CACHE] = bool(value)
@@ -43,31 +50,16 @@ def cache_disabled() -> bool:
 def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_encoder: str | None = None) -> EncoderLike:
     """The encoder of ``--bundle`` (hashing without one), with the embedding cache unless ``--no-cache``.
 
-    ``index_encoder`` is the encoder id an index recorded; with ``--precision auto`` the variant
-    the index was built with is used (when the bundle has it), so an index built on another
-    CPU keeps working.
+    ``index_encoder``: the encoder id an index recorded (see :func:`load_encoder`).
     """
     from meteora_edge.models.onnx_encoder import load_encoder
-    from meteora_edge.models.precision import VARIANTS
 
-    variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
-    recorded = variant if variant in VARIANTS else None
-    encoder = load_encoder(bundle, threads=threads, precision=recorded or precision, cache=not cache_disabled())
-    if recorded and getattr(encoder, "precision_choice", None):
-        encoder.precision_choice = {"requested": "auto", "precision": recorded,  # type: ignore[union-attr]
-                                    "reason": "the index was built with it"}
-    return encoder
+    return load_encoder(bundle, threads=threads, precision=precision, cache=not cache_disabled(),
+                        index_encoder=index_encoder)
 
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:
     """The bundle's ONNX cross-encoder (the ladder's second rung), or None when it has none."""
-    if bundle is None:
-        return None
-    from meteora_edge.models.bundle import Bundle
+    from meteora_edge.models.onnx_cross_encoder import load_cross_encoder
 
-    loaded = Bundle.load(bundle)
-    if "cross_encoder" not in loaded.components:
-        return None
-    from meteora_edge.models.onnx_cross_encoder import OnnxCrossEncoder
-
-    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)
+    return load_cross_encoder(bundle, threads=threads)

@@ -22,9 +22,9 @@ from meteora_edge.evaluation import (
     require_matplotlib,
 )
 from meteora_edge.fileio import write_text_atomic
+from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
-from .llm_options import check_llm_bundle, llm_roles
 from .output import check_output_path
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")

@@ -15,15 +15,23 @@ import click
 from meteora_edge import __version__
 from meteora_edge.errors import MeteoraError
 
+from .output import tolerant_streams
+
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        tolerant_streams()
         try:
             return super().invoke(ctx)
         except MeteoraError as exc:
             raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from None
         except MemoryError:
             raise click.ClickException("out of memory; give a smaller input or raise the limits") from None
+        except UnicodeEncodeError as exc:
+            raise click.ClickException(
+                f"the output holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode (a lone surrogate, "
+                "e.g. from an argument in a non-UTF-8 locale); fix the input it came from"
+            ) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
@@ -41,6 +49,7 @@ def main(verbose: bool) -> None:
 def _register() -> None:
     from .core_commands import chunk
     from .select_command import select
+    from .serve_command import serve
     from .doctor_command import doctor
     from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
     from .eval_command import eval_command
@@ -49,6 +58,7 @@ def _register() -> None:
     from .model_commands import models
 
     main.add_command(select)
+    main.add_command(serve)
     main.add_command(chunk)
     main.add_command(index)
     main.add_command(eval_command)

@@ -9,25 +9,28 @@ from __future__ import annotations
 
 import click
 
-from meteora_edge.documents import document_texts
+from meteora_edge.documents import check_unicode, document_texts
 from meteora_edge.errors import InputError, LocalIndexError
 from meteora_edge.fileio import read_chunks_file, write_text_atomic
 from meteora_edge.models.encoders import encoder_id
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
+from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import (
     bundle_option,
     cache_option,
+    context_size_option,
     cross_encoder_from_options,
     encoder_from_options,
+    llm_threads_option,
     precision_option,
     threads_option,
+    tokenizer_option,
 )
-from .llm_options import check_llm_bundle, llm_roles
-from .output import check_output_path
-from .select_inputs import WINDOW_HELP, default_window, gather_rationales, pipeline_config, split_strategy
+from .output import check_output_path, stdout_is_unicode
+from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
 
 HASHING_NOTE = ("note: no --bundle (or METEORA_EDGE_BUNDLE) given, so the hashing encoder is used: it matches words, "
@@ -70,8 +73,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")
 @click.option("--oversize", type=click.Choice(["drop", "truncate"]), default="drop", show_default=True,
               help="A chunk larger than the whole budget is dropped or cut to fit.")
-@click.option("--tokenizer", default=None,
-              help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
+@tokenizer_option
 @bundle_option
 @threads_option
 @precision_option
@@ -82,8 +84,8 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
               help="Few-shot examples for --generate-rationales (JSON, JSONL or text; METEORA's forms) [the shipped ones].")
 @click.option("--domain", default=None, help="Subject named in the GGUF prompts, e.g. 'online store policies'.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
-@click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="CPU threads of the GGUF model.")
-@click.option("--context-size", type=click.IntRange(min=256), default=None, help="Context of the GGUF model [the bundle's].")
+@llm_threads_option
+@context_size_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
               help="json (default: the stable object), jsonl (a passage a line), table, or text (passages ready for a prompt).")
 @click.option("--detail", type=click.Choice(DETAILS), default=None,
@@ -145,6 +147,8 @@ def select(
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
         check_output_path(output)
+    if query:
+        check_unicode(query, "--query")
     has_query = bool(query and query.strip())
     if index_dir and not has_query:
         raise InputError("--index needs a non-empty --query")
@@ -171,9 +175,8 @@ def select(
 
         shots = load_sample_shots(sample_shots)
         check_shots(shots)
-    window = default_window(chunks) if expansion_window is None else expansion_window
     config = pipeline_config(
-        index_dir is not None, k_init=k_init, expansion_window=window, elbow_z=elbow_z, verification=verification,
+        index_dir is not None, chunks=chunks, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z, verification=verification,
         tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
         scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
@@ -202,7 +205,7 @@ def select(
     # 3. run and print
     result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
     text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
-                         chunks_file=chunks_file, compact=compact)
+                         chunks_file=chunks_file, compact=compact, ascii_json=not output and not stdout_is_unicode())
     if output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)

@@ -1,14 +1,15 @@
-"""``select``'s inputs: rationale files, the expansion-window default and the pipeline settings."""
+"""``select``'s inputs: rationale files and the pipeline settings from the options."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from pathlib import Path
 
+from meteora_edge.documents import check_unicode
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_json_file, read_text_file
-from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig
+from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig, select_config
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
 WINDOW_HELP = (
@@ -76,42 +77,19 @@ def gather_rationales(
         raise InputError("no rationale and no query; give --rationale TEXT, --rationales FILE or --query Q")
     if has_query and use_query:
         collected.append(Rationale(text=" ".join(query.split())))  # type: ignore[union-attr]
+    for i, r in enumerate(collected, start=1):
+        for part in (r.text, r.label, r.flag_instructions):
+            if part:
+                check_unicode(part, f"rationale {i}")
     return [Rationale(r.text, i, r.label, r.flag_instructions) for i, r in enumerate(collected, start=1)]
-
-
-def _offsets_and_source(chunk: object) -> tuple[int, int, object] | None:
-    if not isinstance(chunk, Mapping):
-        return None
-    start = chunk.get("start_pos", chunk.get("start"))
-    end = chunk.get("end_pos", chunk.get("end"))
-    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
-        return None
-    meta = chunk.get("metadata")
-    source = chunk.get("source") or (meta.get("source") if isinstance(meta, Mapping) else None)
-    return start, end, source  # type: ignore[return-value]
-
-
-def is_ordered_document(chunks: Sequence[object]) -> bool:
-    """Whether the chunks are consecutive pieces of one document: every chunk has integer
-    offsets, all name the same source (or none), and the offsets never go backwards."""
-    spans = [_offsets_and_source(c) for c in chunks]
-    if len(spans) < 2 or any(s is None for s in spans):
-        return False
-    if len({s[2] for s in spans}) != 1:  # type: ignore[index]
-        return False
-    return all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(spans, spans[1:]))  # type: ignore[index]
-
-
-def default_window(chunks: Sequence[object] | None) -> int:
-    """The expansion window when none is given (see :data:`WINDOW_HELP`)."""
-    return 1 if chunks is not None and is_ordered_document(chunks) else 0
 
 
 def pipeline_config(
     from_index: bool,
     *,
+    chunks: Sequence[object] | None,
     k_init: int | None,
-    expansion_window: int,
+    expansion_window: int | None,
     elbow_z: float,
     verification: str | None,
     tau: float | None,
@@ -124,20 +102,12 @@ def pipeline_config(
     strategy: str | None = None,
     pooled_z: float | None = None,
 ) -> PipelineConfig:
-    """Index runs use the pipeline defaults; given chunks run only the phases asked for."""
-    base = PipelineConfig() if from_index else PipelineConfig(n_min=None, theta_redundancy=None, t_max=None)
-    return PipelineConfig(
-        k_init=base.k_init if k_init is None else k_init,
-        scoring=base.scoring if scoring is None else scoring,
-        rationales=base.rationales if strategy is None else strategy,
-        pooled_z=base.pooled_z if pooled_z is None else pooled_z,
-        use_ecse=not no_ecse,
-        expansion_window=expansion_window,
-        elbow_z_threshold=elbow_z,
-        verification=verification or ("auto" if from_index or tau is not None else "none"),
-        tau_relevance=base.tau_relevance if tau is None else tau,
-        n_min=base.n_min if n_min is None else n_min,
-        theta_redundancy=base.theta_redundancy if theta is None else theta,
-        t_max=base.t_max if t_max is None else t_max,
-        oversize=oversize,
-    )
+    """The options as :func:`~meteora_edge.pipeline.config.select_config` settings (an option not
+    given is left out: index runs use the pipeline defaults, given chunks run only the phases asked for)."""
+    settings = {
+        "k_init": k_init, "scoring": scoring, "rationales": strategy, "pooled_z": pooled_z, "use_ecse": not no_ecse,
+        "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
+        "tau_relevance": tau, "oversize": oversize,
+    }
+    settings.update((k, v) for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None)
+    return select_config(settings, from_index=from_index, chunks=chunks)

@@ -1,152 +1,23 @@
-"""What ``select`` prints: one passage record per selected chunk, in four formats, two levels of detail.
+"""What ``select`` prints: the JSON object of :mod:`meteora_edge.pipeline.report` in four formats.
 
 The JSON shape (``format: meteora-edge.selection``, ``version: 1``) is the stable machine
-interface; a ``serve`` API returns exactly this object. Every id in it is a *chunk id*: the
-chunk's position in the ``--chunks`` file, or the index's chunk id with ``--index``. Only the
-trace's candidate records also give a ``candidate`` position (the kNN rank), next to ``chunk_id``.
+interface, built in the library so the ``serve`` API and the adapters return exactly the
+same object; here it is printed as JSON, one passage a line, a table or prompt-ready text.
 """
 
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
-from meteora_edge.index.content_hashes import record_file
 from meteora_edge.pipeline.engine import PipelineResult
-from meteora_edge.pipeline.trace import CandidateRecord
+from meteora_edge.pipeline.report import DETAILS, passage_records, selection_json
 
-FORMAT = "meteora-edge.selection"
-VERSION = 1
+__all__ = ["DETAILS", "FORMATS", "render"]
+
 FORMATS = ("json", "jsonl", "table", "text")
-DETAILS = ("summary", "full")
-_TEXT_KEYS = ("text", "content", "page_content")
-_OWN_KEYS = (*_TEXT_KEYS, "metadata", "start_pos", "end_pos", "start", "end", "source")
-
-
-def _int_or_none(value: object) -> int | None:
-    return value if isinstance(value, int) and not isinstance(value, bool) else None
-
-
-def _origin(document: object, index_mode: bool, chunks_file: str | None) -> dict[str, Any]:
-    """Source, document id, offsets and the caller's metadata of one selected document."""
-    if index_mode and isinstance(document, Mapping):
-        meta = document.get("metadata")
-        return {"source": record_file(dict(document)), "document": document.get("source"),
-                "start_pos": _int_or_none(document.get("start")), "end_pos": _int_or_none(document.get("end")),
-                "metadata": dict(meta) if isinstance(meta, Mapping) else {}}
-    if isinstance(document, Mapping):
-        own = document.get("metadata")
-        meta = {str(k): v for k, v in document.items() if k not in _OWN_KEYS}
-        meta.update(own if isinstance(own, Mapping) else {})
-        source = document.get("source") or (own.get("source") if isinstance(own, Mapping) else None) or chunks_file
-        return {"source": source, "document": None,
-                "start_pos": _int_or_none(document.get("start_pos", document.get("start"))),
-                "end_pos": _int_or_none(document.get("end_pos", document.get("end"))), "metadata": meta}
-    own = getattr(document, "metadata", None)
-    return {"source": chunks_file, "document": None, "start_pos": None, "end_pos": None,
-            "metadata": dict(own) if isinstance(own, Mapping) else {}}
-
-
-def _phase_scores(record: CandidateRecord | None) -> dict[str, float]:
-    if record is None:
-        return {}
-    named = {"retrieval": record.retrieval_score, "dense": record.dense_score, "lexical": record.lexical_score,
-             "selection": record.ecse_score, "relevance": record.relevance, "bm25": record.bm25_score}
-    return {k: round(v, 6) for k, v in named.items() if v is not None}
-
-
-def passage_records(
-    result: PipelineResult, *, index_mode: bool, chunks_file: str | None, detail: str = "summary"
-) -> list[dict[str, Any]]:
-    """One record per selected passage, in context order (rank 1 first).
-
-    Keys: ``rank``, ``id`` (chunk id), ``text`` (as it enters the context), ``source``,
-    ``document``, ``start_pos``/``end_pos`` (null when unknown), ``score`` (the priority score the
-    pipeline ordered by) and ``score_name`` (which score that is), ``tokens``, ``metadata``; with
-    ``detail="full"`` also ``scores`` (one per phase), ``via`` (``selection`` or ``fallback``)
-    and the ``verdict``.
-    """
-    by_id = {c.chunk_id: c for c in result.trace.candidates}
-    names = list(getattr(result, "score_names", None) or [None] * len(result.ids))
-    out = []
-    for rank, (chunk_id, text, document, score, name) in enumerate(
-        zip(result.ids, result.passages, result.documents, result.scores, names), start=1
-    ):
-        record = by_id.get(chunk_id)
-        row = {"rank": rank, "id": chunk_id, "text": text, **_origin(document, index_mode, chunks_file),
-               "score": round(score, 6), "score_name": name, "tokens": record.tokens if record is not None else None}
-        row["metadata"] = row.pop("metadata")  # keep metadata last: it is the caller's, of any size
-        if detail == "full":
-            row["scores"] = _phase_scores(record)
-            row["via"] = "fallback" if record is not None and record.via_fallback else "selection"
-            row["verdict"] = _verdict_by_id(record.verdict, record.chunk_id) if record and record.verdict else None
-        out.append(row)
-    return out
-
-
-def _verdict_by_id(verdict: Mapping[str, Any], chunk_id: Any) -> dict[str, Any]:
-    return {**verdict, "chunk_index": chunk_id}
-
-
-def _ids_of(result: PipelineResult) -> Callable[[Any], Any]:
-    by_position = {c.candidate: c.chunk_id for c in result.trace.candidates}
-    return lambda position: by_position.get(position, position)
-
-
-def ecse_details_by_id(details: Mapping[str, Any], to_id: Callable[[Any], Any]) -> dict[str, Any]:
-    """ECSE's stage details with candidate positions replaced by chunk ids (one id space)."""
-    if not details:
-        return {}
-    out = dict(details)
-    for key in ("pairing_indices", "pooled_indices", "expansion_indices"):
-        if key in out:
-            out[key] = [to_id(p) for p in out[key]]
-    if "rationale_matches" in out:
-        out["rationale_matches"] = [{**m, "chunk_index": to_id(m["chunk_index"])} for m in out["rationale_matches"]]
-    if "pooled_scores" in out:
-        out["pooled_scores"] = {str(to_id(p)): s for p, s in enumerate(out["pooled_scores"])}
-    if "rationale_contributions" in out:
-        out["rationale_contributions"] = {str(to_id(int(p))): r for p, r in out["rationale_contributions"].items()}
-    return out
-
-
-def selection_json(
-    result: PipelineResult,
-    *,
-    query: str | None,
-    index_mode: bool,
-    chunks_file: str | None,
-    detail: str = "summary",
-) -> dict[str, Any]:
-    """The ``select`` result as the stable JSON object (see the module doc and the README)."""
-    trace = result.trace
-    selection = trace.phase("selection").details
-    data: dict[str, Any] = {
-        "format": FORMAT,
-        "version": VERSION,
-        "query": query,
-        "passages": passage_records(result, index_mode=index_mode, chunks_file=chunks_file, detail=detail),
-        "tokens": result.tokens,
-        "phases": [{"name": p.name, "summary": p.summary, "ms": round(p.ms, 3)} for p in trace.phases],
-        "rationales": selection["rationales"],
-        "rationale_source": selection["rationale_source"],
-        "encoder": trace.config["encoder"],
-    }
-    if detail == "full":
-        to_id = _ids_of(result)
-        full_trace = trace.to_dict()
-        for phase in full_trace["phases"]:
-            if phase["name"] == "selection" and phase["details"].get("ecse"):
-                phase["details"] = {**phase["details"], "ecse": ecse_details_by_id(phase["details"]["ecse"], to_id)}
-        data.update({
-            "selected_indices": sorted(result.ids),
-            "details": ecse_details_by_id(selection.get("ecse", {}), to_id),
-            "verdicts": [_verdict_by_id(c.verdict, c.chunk_id) for c in trace.candidates if c.verdict is not None],
-            "trace": full_trace,
-        })
-    return data
 
 
 def _phase_lines(result: PipelineResult) -> list[str]:
@@ -172,20 +43,23 @@ def render(
     chunks_file: str | None,
     compact: bool = False,
     width: int = 120,
+    ascii_json: bool = False,
 ) -> tuple[str, list[str]]:
     """The text for stdout (or ``--output``) and the lines for stderr, for one format.
 
     ``json``: the object of :func:`selection_json`. ``jsonl``: one passage record a line (the
     phase summaries go to stderr). ``table``: a row per passage and a line per phase (``full``:
     the trace table with every candidate). ``text``: each passage under a citation header,
-    ready to paste into a prompt (phase summaries to stderr).
+    ready to paste into a prompt (phase summaries to stderr). ``ascii_json`` writes JSON with
+    ``\\u`` escapes, for a terminal that is not Unicode.
     """
     if fmt == "json":
-        data = selection_json(result, query=query, index_mode=index_mode, chunks_file=chunks_file, detail=detail)
-        return json.dumps(data, ensure_ascii=False, indent=None if compact else 2) + "\n", []
-    rows = passage_records(result, index_mode=index_mode, chunks_file=chunks_file, detail=detail)
+        data = selection_json(result, query=query, index_mode=index_mode, default_source=chunks_file,
+                              detail=detail)
+        return json.dumps(data, ensure_ascii=ascii_json, indent=None if compact else 2) + "\n", []
+    rows = passage_records(result, index_mode=index_mode, default_source=chunks_file, detail=detail)
     if fmt == "jsonl":
-        return "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in rows), _phase_lines(result)
+        return "".join(json.dumps(r, ensure_ascii=ascii_json) + "\n" for r in rows), _phase_lines(result)
     if fmt == "table":
         if detail == "full":
             return result.trace.to_table(width=width) + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", []

@@ -12,7 +12,13 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# Offline means offline: onnxruntime's official builds start telemetry (a device id and an
+# event queue under ~/.cache/Microsoft, uploads to Microsoft) when onnxruntime is imported,
+# unless this is set first. It costs nothing here; an explicit value of the caller wins.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from .errors import (
     BundleError,
@@ -56,6 +62,7 @@ _LAZY = {
     "VerificationRequest": "selection.verification",
     "Verifier": "selection.verification",
     "chunk_text": "index.chunking",
+    "iter_chunks": "index.chunking",
     "chunk_texts": "index.chunking",
     "document_text": "documents",
     "document_texts": "documents",
@@ -103,6 +110,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.verification import Verifier
     from .index.chunking import chunk_text
     from .index.chunking import chunk_texts
+    from .index.chunking import iter_chunks
     from .documents import document_text
     from .documents import document_texts
     from .models.encoders import embed
@@ -171,6 +179,7 @@ __all__ = [
     "VerificationRequest",
     "Verifier",
     "chunk_text",
+    "iter_chunks",
     "chunk_texts",
     "document_text",
     "document_texts",

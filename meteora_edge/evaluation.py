@@ -27,7 +27,7 @@ from .pipeline.budget import TokenCounter, WhitespaceCounter
 from .selection.ecse import MeteoraSelector
 from .models.encoders import EncoderLike, embed, encoder_id
 from .errors import ConfigError, InputError
-from .fileio import give_normal_permissions, read_json_file
+from .fileio import atomic_path, read_json_file
 from .index.memory_index import InMemoryIndex
 from .pipeline.meve import MeVeConfig
 from .pipeline.config import PipelineConfig
@@ -409,10 +409,6 @@ def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> No
         from .errors import MissingExtraError
 
         raise MissingExtraError("matplotlib", "plot") from None
-    import os
-    import tempfile
-    from pathlib import Path
-
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     for r in reports:
         ax.scatter(r.tokens, r.f1, s=40)
@@ -421,13 +417,8 @@ def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> No
     ax.set_ylabel("macro F1")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", bbox_inches="tight")
-        give_normal_permissions(tmp)
-        os.replace(tmp, target)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)

@@ -79,12 +79,14 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def converter(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """llama.cpp's HF→GGUF converter, fetched once per session from the llama-cpp-python sdist (PyPI)."""
-    from meteora_edge.export.llm import fetch_converter
+def converter() -> Path:
+    """llama.cpp's HF→GGUF converter from the set-up cache (see tests/converter_cache.py)."""
+    from converter_cache import ConverterNotCached, cached_converter
 
-    return fetch_converter(tmp_path_factory.mktemp("llama-cpp") / "convert")
-
+    try:
+        return cached_converter()
+    except ConverterNotCached as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -13,7 +13,8 @@ from click.testing import CliRunner
 
 from meteora_edge.cli import select_command
 from meteora_edge.cli.main import main
-from meteora_edge.cli.select_inputs import default_window, is_ordered_document, load_rationales
+from meteora_edge.cli.select_inputs import load_rationales
+from meteora_edge.pipeline.config import default_window, is_ordered_document
 
 from repo_paths import EXAMPLES, ROOT
 

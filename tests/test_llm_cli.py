@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cli_checks import one_line_error
 from llm_fakes import FakeLlama, write_gguf
 
 from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM
@@ -25,15 +26,6 @@ HOW = "meteora-edge export llm --gguf FILE --out BUNDLE"
 
 def run(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
-    for needle in needles:
-        assert needle in lines[0]
 
 
 @pytest.fixture
@@ -112,7 +104,9 @@ def test_select_llm_flags_without_a_bundle_say_how_to_add_one():
 
 def test_select_with_a_bundle_lacking_an_llm_says_how_to_add_one(tmp_path):
     (tmp_path / "enc.onnx").write_bytes(b"x")
-    add_component(tmp_path, "encoder", Component(kind="encoder", files={"fp32": file_entry(tmp_path, "enc.onnx")}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    add_component(tmp_path, "encoder", Component(kind="encoder", files={
+        "fp32": file_entry(tmp_path, "enc.onnx"), "tokenizer": file_entry(tmp_path, "tokenizer.json")}))
     one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify"),
                    "has no llm component", HOW)
 
@@ -164,13 +158,14 @@ out = args[args.index("--outfile") + 1]
 def s(x):
     b = x.encode(); return struct.pack("<Q", len(b)) + b
 kv = s("general.architecture") + struct.pack("<I", 8) + s("llama") + s("general.file_type") + struct.pack("<Iq", 11, 1)
-open(out, "wb").write(struct.pack("<4sIQQ", b"GGUF", 3, 1, 2) + kv + bytes(64))
+head = struct.pack("<4sIQQ", b"GGUF", 3, 1, 2) + kv + s("t0") + struct.pack("<IQIQ", 1, 8, 0, 0)  # one F32 tensor
+open(out, "wb").write(head + bytes(-len(head) % 32) + bytes(32))
 '''
 
 
 @pytest.fixture
 def fake_checkout(tmp_path: Path) -> Path:
-    """A stand-in llama.cpp checkout whose converter writes a header-only F16 GGUF (or fails)."""
+    """A stand-in llama.cpp checkout whose converter writes a one-tensor F16 GGUF (or fails)."""
     root = tmp_path / "llama.cpp"
     (root / "gguf-py" / "gguf").mkdir(parents=True)
     (root / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)

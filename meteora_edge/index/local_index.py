@@ -30,7 +30,7 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
-from .chunking import chunk_text
+from .chunking import iter_chunks
 from .content_hashes import record_file, unseen_documents
 from .corpus import SourceDocument
 from .manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
@@ -68,14 +68,29 @@ def _record_line(record: dict[str, Any]) -> bytes:
         raise InputError(f"the metadata of document {record['source']!r} is not JSON ({exc})") from None
 
 
+class _RecordTexts(Sequence[str]):
+    """The chunk texts, read back from their serialised records when asked for, so a build
+    holds each text once (in its record) and not twice."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, item):  # type: ignore[override]
+        if isinstance(item, slice):
+            return [json.loads(line)["text"] for line in self._lines[item]]
+        return json.loads(self._lines[item])["text"]
+
+
 def _chunk_records(
     documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
-) -> tuple[list[str], list[bytes]]:
-    """Chunk every document; return the chunk texts and their serialised records."""
-    texts: list[str] = []
+) -> tuple[Sequence[str], list[bytes]]:
+    """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
     lines: list[bytes] = []
     for document in documents:
-        for chunk in chunk_text(document.text, chunk_size, overlap):
+        for chunk in iter_chunks([document.text], chunk_size, overlap):
             lines.append(_record_line({
                 "id": start_id + len(lines),
                 "text": chunk.text,
@@ -86,11 +101,10 @@ def _chunk_records(
                 "metadata": document.metadata,
                 "file": document.file,
             }))
-            texts.append(chunk.text)
-    return texts, lines
+    return _RecordTexts(lines), lines
 
 
-def _embed_batches(encoder: EncoderLike, texts: list[str], batch_size: int, progress: Progress | None) -> np.ndarray:
+def _embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:
     parts = []
     for lo in range(0, len(texts), batch_size):
         parts.append(embed(encoder, texts[lo : lo + batch_size]))

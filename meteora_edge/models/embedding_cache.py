@@ -21,12 +21,13 @@ else ``$XDG_CACHE_HOME/meteora-edge``, else ``~/.cache/meteora-edge``; the file 
 ``embeddings.sqlite3``. ``$METEORA_EDGE_CACHE_MAX_MB`` sets the bound (default 256).
 
 Example:
-    >>> import tempfile, numpy as np
+    >>> import shutil, tempfile, numpy as np
     >>> cache = EmbeddingCache(tempfile.mkdtemp())
     >>> key = text_digest("Either party may terminate.")
     >>> cache.store("my-encoder", {key: np.ones(4, dtype=np.float32)})
     >>> cache.lookup("my-encoder", [key], dimension=4)[key].tolist()
     [1.0, 1.0, 1.0, 1.0]
+    >>> cache.close(); shutil.rmtree(cache.folder)
 """
 
 from __future__ import annotations

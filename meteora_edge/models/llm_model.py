@@ -35,7 +35,7 @@ from typing import Any
 from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
 from .llm_backend import cpu_backend
-from .llm_file import check_gguf
+from .llm_file import check_gguf_complete, context_length, kv_cache_bytes
 
 __all__ = [
     "LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm",
@@ -126,6 +126,43 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
     return n
 
 
+def _available_memory() -> int | None:
+    """Bytes this process may still use: MemAvailable, lowered by a cgroup limit; None if unknown."""
+    found: list[int] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit, \
+                open("/sys/fs/cgroup/memory.current", encoding="ascii") as used:
+            text = limit.read().strip()
+            if text != "max":
+                found.append(max(0, int(text) - int(used.read().strip())))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def _check_context(context_size: int, metadata: dict[str, Any]) -> None:
+    """Refuse a context the model was not trained for, or whose KV cache cannot fit in memory."""
+    trained = context_length(metadata)
+    if trained is not None and context_size > trained:
+        raise ConfigError(
+            f"context size {context_size} exceeds the {trained} tokens the model was trained for; ask for at most "
+            f"{trained} (--context-size, or context_size in the bundle's llm settings)"
+        )
+    need, free = kv_cache_bytes(metadata, context_size), _available_memory()
+    if need is not None and free is not None and need > free:
+        raise ConfigError(
+            f"context size {context_size} needs about {need / 2**30:.1f} GiB of KV cache but only "
+            f"{free / 2**30:.1f} GiB of memory is free; lower --context-size"
+        )
+
+
 class LocalLLM:
     """A loaded GGUF model (or any object with llama-cpp-python's ``Llama`` methods).
 
@@ -188,12 +225,15 @@ class LocalLLM:
         Raises:
             MissingExtraError: llama-cpp-python is not installed.
             ModelError: the file is missing, not GGUF, truncated or of an unsupported architecture.
-            ConfigError: a non-positive option.
+            ConfigError: a non-positive option, or a context larger than the model was trained
+                for or than the machine's free memory can hold.
         """
         _positive("threads", threads)
         _positive("context_size", context_size)
         _positive("batch_size", batch_size)
-        p = check_gguf(path)
+        layout = check_gguf_complete(path)
+        _check_context(context_size, layout.metadata)
+        p = Path(path)
         Llama = import_llama_cpp().Llama
         cpu_backend()
         started = time.perf_counter()

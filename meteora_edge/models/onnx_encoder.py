@@ -34,7 +34,7 @@ from .bundle import Bundle, sha256_file
 from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
-from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings
+from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
 from .precision import PRECISIONS, VARIANTS, choose_precision
 
 __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
@@ -170,7 +170,7 @@ class OnnxEncoder:
             )
         dimension = declared if declared is not None else expected
         if dimension is None:
-            dimension = int(self._run(self._tokenizer.encode_batch(["dimension probe"])).shape[1])
+            dimension = int(self._run(tokenize_batch(self._tokenizer, ["dimension probe"])).shape[1])
         return int(dimension)
 
     @classmethod
@@ -295,7 +295,7 @@ class OnnxEncoder:
     def _encode(self, texts: list[str]) -> np.ndarray:
         """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
         self._load()
-        encodings = self._tokenizer.encode_batch(texts)  # once: the lengths order the batches
+        encodings = tokenize_batch(self._tokenizer, texts)  # once: the lengths order the batches
         lengths = [len(e.ids) for e in encodings]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
@@ -371,11 +371,24 @@ def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
 
 
 def load_encoder(
-    bundle: str | os.PathLike[str] | None, *, threads: int = 1, precision: str = "auto", cache: CacheSetting = True
+    bundle: str | os.PathLike[str] | None,
+    *,
+    threads: int = 1,
+    precision: str = "auto",
+    cache: CacheSetting = True,
+    index_encoder: str | None = None,
 ) -> EncoderLike:
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
     The hashing encoder never uses the cache (hashing a text is faster than looking it up).
+
+    Args:
+        bundle: the bundle folder, or None for the hashing encoder.
+        threads, precision, cache: see :meth:`OnnxEncoder.from_bundle`.
+        index_encoder: the encoder id an index recorded (``onnx:…:int8``); with
+            ``precision="auto"`` the variant it names is run when the bundle has it (and the
+            reason says so when it differs from the CPU's choice), so an index built on
+            another CPU keeps matching.
 
     Raises:
         BundleError, ModelError, MissingExtraError, ConfigError: see :meth:`OnnxEncoder.from_bundle`.
@@ -385,4 +398,10 @@ def load_encoder(
     loaded = Bundle.load(bundle)
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
-    return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache)
+    files = loaded.components["encoder"].files
+    variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
+    if variant not in VARIANTS or variant not in files or variant == choose_precision(files)[0]:
+        return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache)
+    encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache)
+    encoder.precision_choice = {"requested": "auto", "precision": variant, "reason": "the index was built with it"}
+    return encoder

@@ -17,6 +17,7 @@ pytest.importorskip("transformers")
 pytest.importorskip("optimum.exporters.onnx")
 pytest.importorskip("onnxruntime")
 
+from llm_fakes import write_gguf  # noqa: E402
 from tiny_onnx import VOCAB, write_tokenizer  # noqa: E402
 
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry  # noqa: E402
@@ -92,7 +93,7 @@ def test_max_length_override_and_reexport_keep_other_components(tiny_model, tmp_
     out = tmp_path / "bundle"
     out.mkdir()
     (out / "llm").mkdir()
-    (out / "llm" / "model.gguf").write_bytes(b"GGUF" + b"\0" * 28)
+    write_gguf(out / "llm" / "model.gguf", {"general.architecture": "llama"})
     add_component(out, "llm", Component(kind="llm", files={"model": file_entry(out, "llm/model.gguf")}))
     export_encoder(str(tiny_model), out, max_length=16)
     export_encoder(str(tiny_model), out, max_length=16, quantize="int8")  # replaces the encoder in place

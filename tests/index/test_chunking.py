@@ -45,6 +45,43 @@ def test_chunks_cover_every_word_in_order(text, size, overlap):
     assert rebuilt == words
 
 
+# -- streaming: blocks of any size give the chunks of the whole text ----------------------------
+
+@given(text=st.text(alphabet="abé漢 \n\t", max_size=80),
+       cuts=st.lists(st.integers(0, 80), max_size=6), size=st.integers(1, 6), overlap=st.integers(0, 5))
+def test_iter_chunks_over_blocks_equals_chunk_text(text, cuts, size, overlap):
+    from meteora_edge import iter_chunks
+
+    overlap = min(overlap, size - 1)
+    bounds = sorted({0, len(text), *(c for c in cuts if c <= len(text))})
+    blocks = [text[a:b] for a, b in zip(bounds, bounds[1:])]
+    if not text.split():
+        with pytest.raises(InputError):
+            list(iter_chunks(blocks, size, overlap))
+        return
+    assert [c.to_dict() for c in iter_chunks(blocks, size, overlap)] == [c.to_dict() for c in chunk_text(text, size, overlap)]
+
+
+def test_a_word_longer_than_many_blocks_stays_one_word(tmp_path):
+    from meteora_edge import iter_chunks
+    from meteora_edge.fileio import iter_text_blocks
+
+    path = tmp_path / "long.txt"
+    path.write_text("start " + "é" * 3_000_000 + " end")  # 6 MB of UTF-8, split mid-character by 1 MiB reads
+    chunks = list(iter_chunks(iter_text_blocks(path), chunk_size=2, overlap=0))
+    assert [(len(c.text), c.start_pos, c.end_pos) for c in chunks] == [(3_000_006, 0, 3_000_006), (3, 3_000_007, 3_000_010)]
+    assert chunks[0].text.startswith("start éé")
+
+
+def test_the_config_is_checked_before_any_block_is_read():
+    from meteora_edge import iter_chunks
+
+    def blocks():
+        raise AssertionError("read too early")
+        yield ""
+
+    with pytest.raises(ConfigError):
+        next(iter_chunks(blocks(), 0))
 # -- METEORA's helpers: several documents at once, and span lookup ----------------------------
 
 

@@ -10,6 +10,7 @@ import pytest
 pytest.importorskip("onnxruntime")
 pytest.importorskip("tokenizers")
 
+from llm_fakes import write_gguf  # noqa: E402
 from tiny_onnx import make_bundle  # noqa: E402
 
 from meteora_edge.models.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry  # noqa: E402
@@ -116,8 +117,10 @@ def test_not_a_bundle(tmp_path):
 
 
 def test_a_bundle_without_an_encoder_or_with_the_wrong_kind(bundle):
+    (bundle / "llm").mkdir()
+    write_gguf(bundle / "llm" / "tiny.gguf", {"general.architecture": "llama"})
     manifest = _manifest(bundle)
-    manifest["components"] = {"llm": {**manifest["components"]["encoder"], "kind": "llm"}}
+    manifest["components"] = {"llm": {"kind": "llm", "files": {"model": file_entry(bundle, "llm/tiny.gguf").to_dict()}}}
     _write_manifest(bundle, manifest)
     with pytest.raises(BundleError, match="has no 'encoder' component \\(it has llm\\)"):
         OnnxEncoder.from_bundle(bundle)
@@ -137,7 +140,7 @@ def test_swapped_model_with_the_wrong_dimension_is_refused(tmp_path):
 
 def test_add_component_keeps_the_other_components(bundle):
     (bundle / "llm").mkdir()
-    (bundle / "llm" / "tiny.gguf").write_bytes(b"GGUF" + b"\0" * 60)
+    write_gguf(bundle / "llm" / "tiny.gguf", {"general.architecture": "llama"})
     add_component(bundle, "llm", Component(kind="llm", files={"model": file_entry(bundle, "llm/tiny.gguf")}))
     loaded = Bundle.load(bundle)
     assert sorted(loaded.components) == ["encoder", "llm"]

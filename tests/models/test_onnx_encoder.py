@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import subprocess
 import sys
 from pathlib import Path
@@ -195,7 +197,13 @@ def test_from_bundle_without_the_requested_precision(tmp_path):
     ],
 )
 def test_from_bundle_refuses_nonsense_settings(tmp_path, settings, message):
-    bundle = make_bundle(tmp_path / "b", settings=settings)
+    with pytest.raises(BundleError, match=message):  # the exporter never writes such a manifest ...
+        make_bundle(tmp_path / "new", settings=settings)
+    bundle = make_bundle(tmp_path / "b")  # ... and an edited one is refused on load
+    manifest_path = bundle / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["components"]["encoder"]["settings"].update(settings)
+    manifest_path.write_text(json.dumps(manifest))
     with pytest.raises(BundleError, match=message):
         OnnxEncoder.from_bundle(bundle, precision="fp32")
 
