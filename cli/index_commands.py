@@ -17,8 +17,8 @@ from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, requ
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
-from .index_location import open_index, quiet_milvus_logs
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .index_location import check_encoder, open_index, quiet_milvus_logs
 
 
 @contextmanager
@@ -111,6 +111,7 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
           ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str) -> None:
@@ -146,6 +147,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
         bundle: str | None, threads: int, precision: str) -> None:
     """Append documents to an index folder or milvus:// collection (chunked and embedded like the rest).
@@ -155,8 +157,9 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     A local index's writers take turns; a Milvus collection takes one writer at a time.
     """
     documents, skipped = _read(inputs, strict)
-    encoder = encoder_from_options(bundle, threads, precision)
-    current = open_index(index_dir, encoder=encoder)
+    current = open_index(index_dir)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    check_encoder(current, encoder, index_dir)
     fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
     known = len(documents) - len(fresh)
     added, total = 0, len(current)

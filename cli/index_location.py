@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import logging
 
+from meteora_edge.errors import CollectionError, LocalIndexError
 from meteora_edge.index.corpus_index import CorpusIndex
 from meteora_edge.index.corpus_index import open_index as open_corpus_index
 from meteora_edge.index.milvus_location import is_milvus_url
-from meteora_edge.models.encoders import EncoderLike
+from meteora_edge.models.encoders import EncoderLike, encoder_id
 
 INDEX_HELP = ("Index to retrieve from: a local index folder, or a Milvus collection as milvus://PATH.db (Milvus Lite), "
               "milvus://HOST:PORT or milvus+https://HOST:PORT, with an optional ?collection=NAME.")
@@ -27,3 +28,16 @@ def open_index(spec: str, *, encoder: EncoderLike | None = None) -> CorpusIndex:
     if is_milvus_url(spec):
         quiet_milvus_logs()
     return open_corpus_index(spec, encoder=encoder)
+
+
+def check_encoder(index: CorpusIndex, encoder: EncoderLike, name: str) -> None:
+    """Refuse an encoder other than the one that built ``index`` (named ``name`` in the message).
+
+    Raises:
+        LocalIndexError (a folder) / CollectionError (a Milvus collection): another encoder.
+    """
+    given = encoder_id(encoder)
+    if given != index.encoder_id:
+        error = CollectionError if is_milvus_url(name) else LocalIndexError
+        raise error(f"index {name} was built with encoder {index.encoder_id!r}, not {given!r}; "
+                    "use the same --bundle or rebuild the index")

@@ -10,9 +10,8 @@ from __future__ import annotations
 import click
 
 from meteora_edge.documents import check_unicode, document_texts
-from meteora_edge.errors import InputError, LocalIndexError
+from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_chunks_file, write_text_atomic
-from meteora_edge.models.encoders import encoder_id
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
@@ -20,6 +19,7 @@ from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import (
     bundle_option,
+    cache_option,
     context_size_option,
     cross_encoder_from_options,
     encoder_from_options,
@@ -28,7 +28,7 @@ from .encoder_option import (
     threads_option,
     tokenizer_option,
 )
-from .index_location import INDEX_HELP, open_index
+from .index_location import INDEX_HELP, check_encoder, open_index
 from .output import check_output_path, stdout_is_unicode
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
@@ -76,6 +76,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
 @click.option("--sample-shots", default=None,
@@ -185,10 +186,9 @@ def select(
     # 2. models, cheapest first
     if bundle is None:
         click.echo(HASHING_NOTE, err=True)
-    encoder = encoder_from_options(bundle, threads, precision)
-    if index is not None and encoder_id(encoder) != index.encoder_id:
-        raise LocalIndexError(f"index {index_dir} was built with encoder {index.encoder_id!r}, not "
-                              f"{encoder_id(encoder)!r}; use the same --bundle or rebuild the index")
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=index.encoder_id if index else None)
+    if index is not None:
+        check_encoder(index, encoder, index_dir)  # type: ignore[arg-type]
     cross_encoder = cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None
     choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
     generator, verifier = llm_roles(

@@ -37,6 +37,7 @@ _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
     "CorpusIndex": "index.corpus_index",
+    "EmbeddingCache": "models.embedding_cache",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
@@ -85,6 +86,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
     from .pipeline.meve import ContextChunk
     from .index.corpus_index import CorpusIndex
+    from .models.embedding_cache import EmbeddingCache
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
@@ -152,6 +154,7 @@ __all__ = [
     "ConfigError",
     "ContextChunk",
     "CorpusIndex",
+    "EmbeddingCache",
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",

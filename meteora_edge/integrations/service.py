@@ -169,7 +169,7 @@ class SelectService:
         indexes: Sequence[str] = (),
         tokenizer: str | None = None,
         threads: int = 1,
-        precision: str = "int8",
+        precision: str = "auto",
         llm: bool = False,
         llm_threads: int = 1,
         context_size: int | None = None,
@@ -183,7 +183,8 @@ class SelectService:
             bundle: model bundle folder (None: the hashing encoder, no cross-encoder, no GGUF).
             indexes: index folders requests may name (by folder name); the first is the default.
             tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`).
-            threads, precision: the ONNX encoder's and cross-encoder's settings.
+            threads, precision: the ONNX encoder's and cross-encoder's settings (``precision="auto"``
+                with indexes runs the variant the first index was built with).
             llm: load the bundle's GGUF model for ``generate_rationales`` and ``verify``.
             llm_threads, context_size, num_rationales, sample_shots, domain: the GGUF roles' settings.
 
@@ -199,7 +200,10 @@ class SelectService:
         names = index_names(indexes)
         counter = load_token_counter(tokenizer)
         check_llm_bundle(bundle, generate=llm, verify=llm)
-        encoder = load_encoder(bundle, threads=threads, precision=precision)
+        from ..index.local_index import LocalIndex
+
+        recorded = LocalIndex.load(next(iter(names.values())), verify=False).encoder_id if names else None
+        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded)
         slots = [IndexSlot(name, path, encoder) for name, path in names.items()]
         cross_encoder = load_cross_encoder(bundle, threads=threads)
         generator, verifier = llm_roles(bundle, generate=llm, verify=llm, threads=llm_threads,

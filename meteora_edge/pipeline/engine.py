@@ -150,6 +150,7 @@ class EvidencePipeline:
         if len(query) > cfg.max_chunk_chars:
             raise InputError(f"query has {len(query)} characters, over max_chunk_chars={cfg.max_chunk_chars}")
         trace = Trace(query=query, config={**cfg.to_dict(), "rung": self.rung, "encoder": encoder_id(self.encoder),
+                                            "encoder_precision": getattr(self.encoder, "precision_choice", None),
                                             "tokenizer": self.token_counter.identity})
         run = _Run(self, query, trace)
         run.candidates(passages)
