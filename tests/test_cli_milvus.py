@@ -86,3 +86,19 @@ def test_add_skips_known_documents_and_a_missing_extra_is_one_line(tmp_path, mon
     monkeypatch.setitem(sys.modules, "pymilvus", None)
     missing = _run("select", "--index", f"milvus://{db}", "-q", "x")
     assert missing.exit_code == 1 and 'pip install "meteora-edge[milvus]"' in missing.output
+
+
+def test_serve_stdio_answers_over_a_milvus_collection_as_select_does(tmp_path):
+    built = _cli("index", "build", str(EXAMPLES / "corpus"), "--backend", "milvus", "--uri", "./x.db",
+                 "--chunk-size", "40", cwd=tmp_path)
+    assert built.returncode == 0, built.stderr
+    selected = _cli("select", "--index", "milvus://./x.db", "-q", QUERY, "--compact", cwd=tmp_path)
+    assert selected.returncode == 0, selected.stderr
+    env = {k: v for k, v in os.environ.items() if k != "METEORA_EDGE_BUNDLE"}
+    served = subprocess.run([sys.executable, "-m", "meteora_edge", "serve", "--stdio", "--index", "milvus://./x.db"],
+                            input=json.dumps({"query": QUERY}) + "\n", cwd=tmp_path, capture_output=True, text=True,
+                            env=env, timeout=300)
+    assert served.returncode == 0, served.stderr
+    answer, expected = json.loads(served.stdout), json.loads(selected.stdout)
+    assert [p["id"] for p in answer["passages"]] == [p["id"] for p in expected["passages"]]
+    assert [p["text"] for p in answer["passages"]] == [p["text"] for p in expected["passages"]]
