@@ -70,7 +70,7 @@ def main() -> None:
         t0 = time.perf_counter()
         index = LocalIndex.build(work / "ix", docs, encoder, chunk_size=64, overlap=0, batch_size=256)
         build_s = time.perf_counter() - t0
-        size_mb = sum(f.stat().st_size for f in (work / "ix").iterdir()) / 1e6
+        size_mb = index.info()["bytes"] / 1e6
         t0 = time.perf_counter()
         index = LocalIndex.load(work / "ix", encoder=encoder)
         load_full = time.perf_counter() - t0

@@ -9,7 +9,8 @@ import click
 
 from meteora_edge.fileio import write_text_atomic
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .output import check_output_dir, check_output_path
 
 
 @click.command("dpo-derive")
@@ -21,11 +22,13 @@ from .encoder_option import bundle_option, encoder_from_options, precision_optio
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_window: int,
                bundle: str | None, threads: int, precision: str) -> None:
     """Write candidate rationale sets per question, each with the sentences ECSE selected and the gold ones."""
     from meteora_edge.training.dpo_derive import derive_candidates
 
+    check_output_path(output)
     encoder = encoder_from_options(bundle, threads, precision)
     records = derive_candidates(hotpot_file, encoder=encoder, expansion_window=expansion_window, limit=limit)
     write_text_atomic(output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
@@ -34,8 +37,10 @@ def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_windo
 
 
 @click.command("dpo-prepare")
-@click.option("--input", "input_file", required=True, help="Records (JSON list or JSONL): explicit preferences or labelled candidates.")
-@click.option("--sample-shots", default=None, help="The generator's few-shot examples (JSON) [the shipped ones].")
+@click.option("--input", "input_file", required=True,
+              help="Records (JSON list or JSONL): explicit preferences or labelled candidates, in this package's or METEORA's keys.")
+@click.option("--sample-shots", default=None,
+              help="The generator's few-shot examples: JSON, JSONL or text, in METEORA's forms [the shipped ones].")
 @click.option("--output-dir", required=True, type=click.Path(file_okay=False), help="Folder for train/validation/test JSONL.")
 @click.option("--train-ratio", type=float, default=0.8, show_default=True)
 @click.option("--validation-ratio", type=float, default=0.1, show_default=True)
@@ -57,6 +62,7 @@ def dpo_prepare(input_file: str, sample_shots: str | None, output_dir: str, trai
     from meteora_edge.training.dpo_files import read_records, write_splits
     from meteora_edge.selection.llm_generator import load_sample_shots
 
+    check_output_dir(output_dir)
     records = read_records(input_file)
     shots = load_sample_shots(sample_shots)
     data = prepare_preferences(

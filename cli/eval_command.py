@@ -20,11 +20,14 @@ from meteora_edge.evaluation import (
     load_hotpot,
     plot_report,
     report_table,
+    require_matplotlib,
 )
 from meteora_edge.fileio import write_text_atomic
+from meteora_edge.models.cpu_features import cpu_info
+from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, all_llm_roles, check_llm_bundle
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
-from .llm_options import all_llm_roles
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .output import check_output_path
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
 
@@ -38,10 +41,11 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True,
               help="Rationales the GGUF model writes per question (llm methods).")
-@click.option("--rationale-prompt", type=click.Choice(["hops", "meteora"]), default="hops", show_default=True,
+@click.option("--rationale-prompt", type=click.Choice(RATIONALE_PROMPTS), default="hops", show_default=True,
               help="The GGUF model's rationale prompt: one rationale per hop, or METEORA's general few-shot prompt.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
@@ -50,8 +54,15 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
                  bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, rationale_prompt: str, output: str | None,
                  plot_file: str | None, per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
+    if output:
+        check_output_path(output)
+    if plot_file:
+        check_output_path(plot_file, option="--plot")
+        require_matplotlib()
     questions = load_hotpot(data_file, level=level, limit=limit)
     specs = methods or DEFAULT_METHODS
+    needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
+    check_llm_bundle(bundle, generate=needs_llm, verify=needs_llm)
     base_encoder = encoder_from_options(bundle, threads, precision)
     encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
@@ -78,13 +89,17 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     click.echo(report_table(reports, skipped_yes_no=yes_no))
     click.echo(f"(latencies exclude embedding the question and its candidates: {embed_ms:.1f} ms per question, "
                f"done once for all methods with {encoder.identity})")
+    cpu = cpu_info()
+    click.echo(f"(CPU: {cpu.model}, {cpu.machine}; int8 dot-product: {cpu.int8_dot or 'none'} — int8 figures move "
+               "slightly between CPUs)")
     if needs_llm:
         click.echo("(the GGUF model's rationales and relevance scores are computed once per question and shared: "
                    "the first method that asks for them carries their time)")
     meta = {
         "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
         "encoder": encoder.identity, "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, "meteora_edge": __version__,
-        "python": platform.python_version(), "machine": platform.machine(),
+        "python": platform.python_version(), "machine": platform.machine(), "cpu": cpu.model,
+        "cpu_int8_dot": cpu.int8_dot,
     }
     if output:
         report = {"meta": meta, "methods": [r.to_dict(with_questions=per_question) for r in reports]}

@@ -6,6 +6,7 @@ Commands stay thin: they parse options, call the library and print. The library 
 
 from __future__ import annotations
 
+import logging
 import sys
 from typing import Any
 
@@ -14,25 +15,41 @@ import click
 from meteora_edge import __version__
 from meteora_edge.errors import MeteoraError
 
+from .output import tolerant_streams
+
 
 class _Group(click.Group):
     def invoke(self, ctx: click.Context) -> Any:
+        tolerant_streams()
         try:
             return super().invoke(ctx)
         except MeteoraError as exc:
             raise click.ClickException(" ".join(str(exc).split()) or type(exc).__name__) from None
         except MemoryError:
             raise click.ClickException("out of memory; give a smaller input or raise the limits") from None
+        except UnicodeEncodeError as exc:
+            raise click.ClickException(
+                f"the output holds {exc.object[exc.start:exc.end]!r}, which is not valid Unicode (a lone surrogate, "
+                "e.g. from an argument in a non-UTF-8 locale); fix the input it came from"
+            ) from None
 
 
 @click.group(cls=_Group, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="meteora-edge")
-def main() -> None:
+@click.option("--verbose", "-v", is_flag=True, help="Log progress, and show llama.cpp's own log lines on stderr.")
+def main(verbose: bool) -> None:
     """Offline evidence selection for RAG: pick the few passages worth sending to an answer model."""
+    from meteora_edge.models.llm_model import set_llama_verbose
+
+    set_llama_verbose(verbose)
+    if verbose:
+        logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
 
 
 def _register() -> None:
-    from .core_commands import chunk, select
+    from .core_commands import chunk
+    from .select_command import select
+    from .serve_command import serve
     from .doctor_command import doctor
     from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
     from .eval_command import eval_command
@@ -41,6 +58,7 @@ def _register() -> None:
     from .model_commands import models
 
     main.add_command(select)
+    main.add_command(serve)
     main.add_command(chunk)
     main.add_command(index)
     main.add_command(eval_command)

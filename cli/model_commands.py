@@ -6,11 +6,19 @@ from typing import Any
 
 import click
 
+from meteora_edge.errors import InputError
 from meteora_edge.models.bundle import Bundle
 
 from .output import emit_json
 
-_bundle_argument = click.argument("bundle_dir", type=click.Path(file_okay=False))
+_bundle_argument = click.argument("bundle_dir", type=click.Path(file_okay=False), required=False,
+                                  envvar="METEORA_EDGE_BUNDLE")
+
+
+def _load(bundle_dir: str | None) -> Bundle:
+    if not bundle_dir:
+        raise InputError("give BUNDLE_DIR, or set METEORA_EDGE_BUNDLE to the bundle folder")
+    return Bundle.load(bundle_dir)
 
 
 @click.group()
@@ -29,7 +37,7 @@ def _describe(bundle: Bundle) -> list[str]:
             lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items())))
         for role, entry in sorted(comp.files.items()):
             lines.append(f"  {role}: {entry.path} ({entry.size:,} bytes, sha256 {entry.sha256[:12]}…)")
-        for precision in ("fp32", "int8"):
+        for precision in ("fp32", "int8", "int8-dot"):
             row = comp.report.get(precision)
             if isinstance(row, dict) and "min_cosine" in row:
                 lines.append(f"  parity {precision}: min cosine {row['min_cosine']}, mean {row.get('mean_cosine')} "
@@ -40,9 +48,12 @@ def _describe(bundle: Bundle) -> list[str]:
 @models.command("info")
 @_bundle_argument
 @click.option("--json", "as_json", is_flag=True, help="Print the manifest as JSON.")
-def info(bundle_dir: str, as_json: bool) -> None:
-    """Show a bundle's components, files, settings and parity reports (files are not hashed)."""
-    bundle = Bundle.load(bundle_dir)
+def info(bundle_dir: str | None, as_json: bool) -> None:
+    """Show a bundle's components, files, settings and parity reports (files are not hashed).
+
+    BUNDLE_DIR defaults to $METEORA_EDGE_BUNDLE.
+    """
+    bundle = _load(bundle_dir)
     if as_json:
         emit_json(bundle.info(), output=None, compact=False)
     else:
@@ -53,18 +64,22 @@ def info(bundle_dir: str, as_json: bool) -> None:
 @_bundle_argument
 @click.option("--hashes-only", is_flag=True, help="Only check sizes and sha256; do not open the models.")
 @click.option("--json", "as_json", is_flag=True, help="Print the result as JSON.")
-def verify(bundle_dir: str, hashes_only: bool, as_json: bool) -> None:
-    """Check every file's size and sha256, then open each ONNX encoder and embed a probe text."""
-    bundle = Bundle.load(bundle_dir)
+def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
+    """Check every file's size and sha256, then open each ONNX encoder and embed a probe text.
+
+    BUNDLE_DIR defaults to $METEORA_EDGE_BUNDLE.
+    """
+    bundle = _load(bundle_dir)
     report: dict[str, Any] = {"bundle": str(bundle.root), "files": bundle.verify(), "models": {}}
     if not hashes_only:
-        from meteora_edge.models.onnx_encoder import PRECISIONS, OnnxEncoder
+        from meteora_edge.models.onnx_encoder import OnnxEncoder
+        from meteora_edge.models.precision import VARIANTS
 
         for name, comp in sorted(bundle.components.items()):
             if comp.kind != "encoder":
                 continue
-            for precision in (p for p in PRECISIONS if p in comp.files):
-                encoder = OnnxEncoder.from_bundle(bundle, precision=precision, component=name)
+            for precision in (p for p in VARIANTS if p in comp.files):
+                encoder = OnnxEncoder.from_bundle(bundle, precision=precision, component=name, cache=False)
                 shape = encoder.encode(["meteora-edge bundle check"]).shape
                 report["models"][f"{name}/{precision}"] = f"ok, embeds to {shape[1]} dimensions"
     if as_json:

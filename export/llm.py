@@ -27,10 +27,11 @@ from typing import Any
 
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
 from meteora_edge.errors import ConfigError, InputError, ModelError
-from meteora_edge.models.llm_file import context_length, licence_of, quant_name, read_gguf_metadata
+from meteora_edge.models.llm_file import check_gguf_complete, context_length, licence_of, quant_name, read_gguf_metadata
 from meteora_edge.models.llm_model import DEFAULT_CONTEXT_SIZE
 
-__all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "quantize_gguf"]
+__all__ = ["QUANTS", "LLAMA_CPP_PYTHON_VERSION", "export_llm", "import_gguf", "fetch_converter", "converter_cache_dir",
+           "quantize_gguf"]
 
 logger = logging.getLogger(__name__)
 
@@ -77,6 +78,15 @@ def _check_converter(root: Path) -> Path:
     return root
 
 
+def converter_cache_dir(version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
+    """Where :func:`fetch_converter` keeps the converter by default.
+
+    ``$METEORA_EDGE_CACHE/llama-cpp-convert/<version>``, else under ``~/.cache/meteora-edge``;
+    ``scripts/setup-dev.sh`` fills it so that the tests never download.
+    """
+    return _cache_dir() / "llama-cpp-convert" / version
+
+
 def fetch_converter(dest: str | os.PathLike[str] | None = None, *, version: str = LLAMA_CPP_PYTHON_VERSION) -> Path:
     """llama.cpp's HF→GGUF converter from the llama-cpp-python sdist, fetched once with pip.
 
@@ -94,7 +104,7 @@ def fetch_converter(dest: str | os.PathLike[str] | None = None, *, version: str 
     Raises:
         ModelError: pip could not download the sdist, or it lacks the converter.
     """
-    target = Path(dest) if dest is not None else _cache_dir() / "llama-cpp-convert" / version
+    target = Path(dest) if dest is not None else converter_cache_dir(version)
     if (target / ".complete").is_file():
         return _check_converter(target)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -180,12 +190,15 @@ def _install(
     chat_format: str | None,
     report: dict[str, Any],
 ) -> Component:
-    metadata = read_gguf_metadata(gguf)
+    metadata = check_gguf_complete(gguf).metadata  # a truncated file is refused before it is copied
     trained = context_length(metadata)
     if context_size is None:
         context_size = min(DEFAULT_CONTEXT_SIZE, trained) if trained else DEFAULT_CONTEXT_SIZE
     elif not isinstance(context_size, int) or context_size < 1:
         raise ConfigError(f"context size must be a positive integer, got {context_size!r}")
+    elif trained and context_size > trained:
+        raise ConfigError(f"context size {context_size} exceeds the {trained} tokens {gguf.name} was trained for; "
+                          f"give --context-size {trained} or less")
     has_template = isinstance(metadata.get("tokenizer.chat_template"), str)
     if chat_format is None:
         chat_format = "gguf" if has_template else "plain"

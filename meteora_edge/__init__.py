@@ -12,10 +12,17 @@ Example:
 from __future__ import annotations
 
 import importlib
+import os
 from typing import TYPE_CHECKING, Any
+
+# Offline means offline: onnxruntime's official builds start telemetry (a device id and an
+# event queue under ~/.cache/Microsoft, uploads to Microsoft) when onnxruntime is imported,
+# unless this is set first. It costs nothing here; an explicit value of the caller wins.
+os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from .errors import (
     BundleError,
+    CollectionError,
     ConfigError,
     InputError,
     LocalIndexError,
@@ -29,6 +36,8 @@ from .errors import (
 _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
+    "CorpusIndex": "index.corpus_index",
+    "EmbeddingCache": "models.embedding_cache",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
@@ -42,8 +51,10 @@ _LAZY = {
     "LocalLLM": "models.llm_model",
     "MeVeConfig": "pipeline.meve",
     "MeVeEngine": "pipeline.meve",
+    "MilvusIndex": "index.milvus_index",
     "MeteoraReranker": "selection.reranker",
     "MeteoraSelector": "selection.ecse",
+    "MeteoraVerifier": "selection.verification",
     "OnnxCrossEncoder": "models.onnx_cross_encoder",
     "OnnxEncoder": "models.onnx_encoder",
     "PipelineConfig": "pipeline.config",
@@ -51,20 +62,25 @@ _LAZY = {
     "RankedDocument": "selection.reranker",
     "Rationale": "selection.rationales",
     "RerankTrace": "selection.reranker",
+    "SelectionMetrics": "evaluation",
     "SelectionResult": "selection.ecse",
     "Verdict": "selection.verification",
     "VerificationRequest": "selection.verification",
     "Verifier": "selection.verification",
     "chunk_text": "index.chunking",
+    "iter_chunks": "index.chunking",
+    "chunk_texts": "index.chunking",
     "document_text": "documents",
     "document_texts": "documents",
     "embed": "models.encoders",
+    "find_spanning_chunks": "index.chunking",
     "format_rationales": "selection.rationales",
     "load_encoder": "models.onnx_encoder",
-    "load_sample_shots": "selection.llm_generator",
+    "load_sample_shots": "selection.sample_shots",
     "load_token_counter": "pipeline.budget",
     "parse_rationales": "selection.rationales",
     "parse_verdict": "selection.verification",
+    "precision_recall_f1": "evaluation",
     "setup_simulation_data": "pipeline.meve",
     "statistical_elbow": "selection.stages",
 }
@@ -72,6 +88,8 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
     from .pipeline.meve import ContextChunk
+    from .index.corpus_index import CorpusIndex
+    from .models.embedding_cache import EmbeddingCache
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
@@ -85,8 +103,10 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.llm_model import LocalLLM
     from .pipeline.meve import MeVeConfig
     from .pipeline.meve import MeVeEngine
+    from .index.milvus_index import MilvusIndex
     from .selection.reranker import MeteoraReranker
     from .selection.ecse import MeteoraSelector
+    from .selection.verification import MeteoraVerifier
     from .models.onnx_cross_encoder import OnnxCrossEncoder
     from .models.onnx_encoder import OnnxEncoder
     from .pipeline.config import PipelineConfig
@@ -94,20 +114,25 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.reranker import RankedDocument
     from .selection.rationales import Rationale
     from .selection.reranker import RerankTrace
+    from .evaluation import SelectionMetrics
     from .selection.ecse import SelectionResult
     from .selection.verification import Verdict
     from .selection.verification import VerificationRequest
     from .selection.verification import Verifier
     from .index.chunking import chunk_text
+    from .index.chunking import chunk_texts
+    from .index.chunking import iter_chunks
     from .documents import document_text
     from .documents import document_texts
     from .models.encoders import embed
+    from .index.chunking import find_spanning_chunks
     from .selection.rationales import format_rationales
     from .models.onnx_encoder import load_encoder
-    from .selection.llm_generator import load_sample_shots
+    from .selection.sample_shots import load_sample_shots
     from .pipeline.budget import load_token_counter
     from .selection.rationales import parse_rationales
     from .selection.verification import parse_verdict
+    from .evaluation import precision_recall_f1
     from .pipeline.meve import setup_simulation_data
     from .selection.stages import statistical_elbow
 
@@ -131,8 +156,11 @@ __all__ = [
     "__version__",
     "BundleError",
     "Chunk",
+    "CollectionError",
     "ConfigError",
     "ContextChunk",
+    "CorpusIndex",
+    "EmbeddingCache",
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",
@@ -151,6 +179,8 @@ __all__ = [
     "MeteoraError",
     "MeteoraReranker",
     "MeteoraSelector",
+    "MeteoraVerifier",
+    "MilvusIndex",
     "MissingExtraError",
     "ModelError",
     "OnnxCrossEncoder",
@@ -160,20 +190,25 @@ __all__ = [
     "RankedDocument",
     "Rationale",
     "RerankTrace",
+    "SelectionMetrics",
     "SelectionResult",
     "Verdict",
     "VerificationRequest",
     "Verifier",
     "chunk_text",
+    "iter_chunks",
+    "chunk_texts",
     "document_text",
     "document_texts",
     "embed",
+    "find_spanning_chunks",
     "format_rationales",
     "load_sample_shots",
     "load_encoder",
     "load_token_counter",
     "parse_rationales",
     "parse_verdict",
+    "precision_recall_f1",
     "setup_simulation_data",
     "statistical_elbow",
 ]

@@ -7,16 +7,36 @@ The caller's objects are never mutated; facades hand the same objects back.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import InputError
 
-__all__ = ["Chunk", "document_text", "document_texts"]
+__all__ = ["Chunk", "document_text", "document_texts", "check_unicode"]
 
 _TEXT_KEYS = ("text", "content", "page_content")
 _TEXT_ATTRS = ("page_content", "text", "content")
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def check_unicode(text: str, what: str) -> str:
+    """Return ``text`` unless it holds a lone surrogate (U+D800–U+DFFF), which is not valid Unicode.
+
+    Such characters come from a JSON escape like ``"\\ud800"`` or a non-UTF-8 byte read with
+    ``surrogateescape``; no tokenizer, JSON writer or UTF-8 file can take them.
+
+    Raises:
+        InputError: naming ``what``, the character and its position.
+    """
+    match = _SURROGATE.search(text)
+    if match is not None:
+        raise InputError(
+            f"{what} holds {match.group()!r} at character {match.start()}, a lone surrogate that is not valid "
+            "Unicode; fix the encoding of its source"
+        )
+    return text
 
 
 @dataclass(frozen=True)
@@ -58,7 +78,7 @@ def document_text(document: object, *, position: int | None = None) -> str:
         The text, unchanged.
 
     Raises:
-        InputError: the document has no text, or the text is not a string.
+        InputError: the document has no text, the text is not a string or holds a lone surrogate.
     """
     where = "" if position is None else f" at position {position}"
     if isinstance(document, str):
@@ -81,7 +101,7 @@ def document_text(document: object, *, position: int | None = None) -> str:
         text = getattr(document, attr)
     if not isinstance(text, str):
         raise InputError(f"document{where} has a text of type {type(text).__name__}; it must be a string")
-    return text
+    return check_unicode(text, f"document{where}")
 
 
 def document_texts(documents: Sequence[object], *, allow_empty_text: bool = False) -> list[str]:

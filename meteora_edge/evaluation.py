@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Hashable, Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,18 +33,52 @@ from .pipeline.budget import TokenCounter, WhitespaceCounter
 from .selection.ecse import MeteoraSelector
 from .models.encoders import EncoderLike, embed, encoder_id
 from .errors import ConfigError, InputError
-from .fileio import give_normal_permissions, read_json_file
+from .fileio import atomic_path, read_json_file
 from .index.memory_index import InMemoryIndex
 from .pipeline.meve import MeVeConfig
 from .pipeline.config import PipelineConfig
 from .pipeline.engine import EvidencePipeline
 from .selection.stages import cosine_matrix, fuse_scores, top_k_indices
 
-__all__ = ["EvalQuestion", "CachedEncoder", "SharedLLMRoles", "load_hotpot", "build_method", "evaluate", "MethodReport",
-           "LLM_METHODS"]
+__all__ = [
+    "EvalQuestion", "CachedEncoder", "SharedLLMRoles", "load_hotpot", "build_method", "evaluate", "MethodReport",
+    "LLM_METHODS", "SelectionMetrics", "precision_recall_f1",
+]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify", "pipeline-llm")
 _YES_NO = {"yes", "no"}
+
+
+@dataclass(frozen=True)
+class SelectionMetrics:
+    """Precision, recall and F1 of one selection against gold ids (METEORA's metrics)."""
+
+    precision: float
+    recall: float
+    f1: float
+    correct_chunk_found: bool
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"precision": self.precision, "recall": self.recall, "f1": self.f1,
+                "correct_chunk_found": self.correct_chunk_found}
+
+
+def precision_recall_f1(selected: Iterable[Hashable], gold: Iterable[Hashable]) -> SelectionMetrics:
+    """Score the selected chunk ids against the gold ones (duplicates count once).
+
+    Precision is 0 when nothing is selected, recall 0 when there is no gold.
+
+    Example:
+        >>> m = precision_recall_f1([1, 2, 3, 4], [2, 9])
+        >>> (m.precision, m.recall, round(m.f1, 4), m.correct_chunk_found)
+        (0.25, 0.5, 0.3333, True)
+    """
+    chosen, wanted = set(selected), set(gold)
+    hits = len(chosen & wanted)
+    precision = hits / len(chosen) if chosen else 0.0
+    recall = hits / len(wanted) if wanted else 0.0
+    f1 = 2 * precision * recall / (precision + recall) if precision + recall else 0.0
+    return SelectionMetrics(precision, recall, f1, hits > 0)
 
 
 @dataclass(frozen=True)
@@ -400,14 +434,12 @@ def evaluate(
             t0 = time.perf_counter()
             chosen = sorted(set(method(q)))
             ms = (time.perf_counter() - t0) * 1000
-            hits = len(q.gold & set(chosen))
-            p = hits / len(chosen) if chosen else 0.0
-            r = hits / len(q.gold)
+            metrics = precision_recall_f1(chosen, q.gold)
             text = " ".join(q.candidates[i] for i in chosen)
             answer = None if q.answer.strip().lower() in _YES_NO else q.answer.strip().lower() in text.lower()
             rows.append({
-                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": p, "recall": r,
-                "f1": 2 * p * r / (p + r) if p + r else 0.0, "all_gold": q.gold <= set(chosen),
+                "id": q.qid, "selected": chosen, "gold": sorted(q.gold), "precision": metrics.precision,
+                "recall": metrics.recall, "f1": metrics.f1, "all_gold": q.gold <= set(chosen),
                 "items": len(chosen), "tokens": sum(counter.count([q.candidates[i] for i in chosen])) if chosen else 0,
                 "answer_contained": answer, "ms": ms,
             })
@@ -446,8 +478,23 @@ def report_table(reports: Sequence[MethodReport], *, skipped_yes_no: int) -> str
     return "\n".join(lines)
 
 
+def require_matplotlib() -> None:
+    """Check (without importing it) that the ``plot`` extra is there, before a long evaluation.
+
+    Raises:
+        MissingExtraError: matplotlib is not installed.
+    """
+    import importlib.util
+
+    if importlib.util.find_spec("matplotlib") is None:
+        from .errors import MissingExtraError
+
+        raise MissingExtraError("matplotlib", "plot")
+
+
 def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> None:
     """F1 against mean tokens, one labelled point per method, written atomically as PNG."""
+    require_matplotlib()
     try:
         import matplotlib
 
@@ -457,10 +504,6 @@ def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> No
         from .errors import MissingExtraError
 
         raise MissingExtraError("matplotlib", "plot") from None
-    import os
-    import tempfile
-    from pathlib import Path
-
     fig, ax = plt.subplots(figsize=(7, 4.5), dpi=110)
     for r in reports:
         ax.scatter(r.tokens, r.f1, s=40)
@@ -469,13 +512,8 @@ def plot_report(reports: Sequence[MethodReport], path: str, *, title: str) -> No
     ax.set_ylabel("macro F1")
     ax.set_title(title, fontsize=10)
     ax.grid(alpha=0.3)
-    target = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=target.parent if str(target.parent) else ".", suffix=".png")
-    os.close(fd)
     try:
-        fig.savefig(tmp, format="png", bbox_inches="tight")
-        give_normal_permissions(tmp)
-        os.replace(tmp, target)
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format="png", bbox_inches="tight")
     finally:
         plt.close(fig)
-        Path(tmp).unlink(missing_ok=True)

@@ -1,25 +1,36 @@
 """Reading the CLI's input files and writing outputs atomically.
 
 Readers turn every problem (missing file, bad encoding, malformed JSON, wrong shape)
-into one :class:`InputError` naming the file and the fix. Writers never leave a half file:
-they write a temporary file beside the target and rename it into place.
+into one :class:`InputError` naming the file and the fix. They open only regular files
+(a FIFO or ``/dev/zero`` is refused, never waited on) and enforce the size cap while
+reading. Writers never leave a half file: they write a temporary file beside the target,
+fsync it and rename it into place; a full disk or a read-only folder is one error.
 """
 
 from __future__ import annotations
 
+import codecs
 import json
 import os
+import stat
 import tempfile
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import IO, Any, BinaryIO
 
 from .errors import InputError
 
 __all__ = [
+    "read_bytes",
     "read_text_file",
+    "iter_text_blocks",
+    "parse_json",
     "read_chunks_file",
     "read_json_file",
     "read_json_or_jsonl",
+    "atomic_path",
+    "open_atomic",
     "read_json_source",
     "write_text_atomic",
     "give_normal_permissions",
@@ -27,35 +38,118 @@ __all__ = [
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
+_BLOCK = 1 << 20
+
+
+@contextmanager
+def _open_regular(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
+    """Open ``path`` for reading only if it is a regular file (never blocks on a FIFO)."""
+    p = Path(path)
+    try:
+        # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for a regular file
+        fd = os.open(p, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except FileNotFoundError:
+        raise InputError(f"file not found: {p}") from None
+    except IsADirectoryError:
+        raise InputError(f"{p} is a directory; give a file") from None
+    except OSError as exc:
+        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+    mode = os.fstat(fd).st_mode
+    if not stat.S_ISREG(mode):
+        os.close(fd)
+        if stat.S_ISDIR(mode):
+            raise InputError(f"{p} is a directory; give a file")
+        raise InputError(f"{p} is not a regular file (a device, FIFO or socket); give a file")
+    with os.fdopen(fd, "rb", buffering=0) as handle:
+        yield handle  # type: ignore[misc]
+
+
+def _too_big(path: str | os.PathLike[str], max_bytes: int) -> InputError:
+    return InputError(f"{path} is over the limit of {max_bytes} bytes; split it")
+
+
+def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of a regular file, refusing anything else and stopping at ``max_bytes``.
+
+    The limit is enforced while reading, not from the file's stated size, so a file that
+    grows or lies about its size is still cut off.
+
+    Raises:
+        InputError: missing, a directory, a device/FIFO/socket, unreadable or over ``max_bytes``.
+    """
+    with _open_regular(path) as handle:
+        parts: list[bytes] = []
+        total = 0
+        try:
+            while block := handle.read(min(_BLOCK, max_bytes + 1 - total)):
+                parts.append(block)
+                total += len(block)
+                if total > max_bytes:
+                    raise _too_big(path, max_bytes)
+        except OSError as exc:
+            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+    return b"".join(parts)
 
 
 def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> str:
-    """Read a UTF-8 text file, refusing missing, unreadable, binary or oversized files."""
-    p = Path(path)
+    """Read a UTF-8 text file, refusing missing, unreadable, binary, non-regular or oversized files."""
+    data = read_bytes(path, max_bytes=max_bytes)
     try:
-        size = p.stat().st_size
-        if p.is_dir():
-            raise InputError(f"{p} is a directory; give a file")
-        if size > max_bytes:
-            raise InputError(f"{p} is {size} bytes, over the limit of {max_bytes}; split it")
-        return p.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise InputError(f"file not found: {p}") from None
+        return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{p} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
-    except OSError as exc:
-        raise InputError(f"cannot read {p}: {exc.strerror or exc}") from None
+        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
+
+
+def iter_text_blocks(
+    path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, block_bytes: int = _BLOCK
+) -> Iterator[str]:
+    """Decode a UTF-8 file block by block, so a large file never sits in memory whole.
+
+    Raises:
+        InputError: as :func:`read_bytes` (checked before the first block), or a byte that
+            is not UTF-8 (found when its block is reached).
+    """
+    with _open_regular(path) as handle:
+        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        total = 0
+        while True:
+            try:
+                block = handle.read(block_bytes)
+            except OSError as exc:
+                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+            total += len(block)
+            if total > max_bytes:
+                raise _too_big(path, max_bytes)
+            try:
+                text = decoder.decode(block, final=not block)
+            except UnicodeDecodeError as exc:
+                raise InputError(f"{path} is not UTF-8 text (byte {total - len(block) + exc.start}); "
+                                 "convert it to UTF-8") from None
+            if text:
+                yield text
+            if not block:
+                return
+
+
+def parse_json(text: str, where: object) -> Any:
+    """``json.loads`` whose every failure is one :class:`InputError` naming ``where``.
+
+    Integers of more than 4300 digits (Python's conversion limit) and nesting deeper than
+    the interpreter's recursion limit are refused like syntax errors.
+    """
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise InputError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    except RecursionError:
+        raise InputError(f"{where} is nested too deeply to read") from None
+    except ValueError as exc:  # e.g. "Exceeds the limit (4300 digits) for integer string conversion"
+        raise InputError(f"{where} holds a number JSON readers refuse ({str(exc).split(':')[0]})") from None
 
 
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file, naming line and column of a syntax error."""
-    text = read_text_file(path)
-    try:
-        return json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise InputError(f"{path} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
-    except RecursionError:
-        raise InputError(f"{path} is nested too deeply to read") from None
+    return parse_json(read_text_file(path), path)
 
 
 def read_json_source(path: str | os.PathLike[str] | None, *, shipped: str, what: str) -> tuple[Any, str]:
@@ -103,16 +197,16 @@ def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
             raise InputError(f"{path} is empty; give JSON or JSON Lines") from None
         if len(lines) == 1:
             raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
-    except RecursionError:
-        raise InputError(f"{path} is nested too deeply to read") from None
+    except (RecursionError, ValueError):
+        parse_json(text, path)  # raises the one-line error
     items = []
     for number, line in lines:
         try:
             items.append(json.loads(line))
         except json.JSONDecodeError as exc:
             raise InputError(f"{path} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-        except RecursionError:
-            raise InputError(f"{path} line {number} is nested too deeply to read") from None
+        except (RecursionError, ValueError):
+            parse_json(line, f"{path} line {number}")
     return items
 
 
@@ -156,26 +250,63 @@ def give_normal_permissions(path: str | os.PathLike[str], *, directory: bool = F
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str) -> None:
-    """Write ``text`` to ``path`` via a temporary file and a rename (all or nothing)."""
+@contextmanager
+def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+    """A temporary path beside ``path`` that replaces it when the block ends without error.
+
+    The caller writes the temporary file (any library that takes a path will do); it is then
+    fsynced, given normal permissions and renamed over ``path``. On any failure the temporary
+    is removed and ``path`` keeps its old content. A full disk, a read-only folder or any other
+    ``OSError`` becomes one :class:`InputError`.
+    """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
     if not directory.is_dir():
         raise InputError(f"cannot write {target}: folder {directory} does not exist")
+    if target.is_dir():
+        raise InputError(f"cannot write {target}: it is a directory; give a file name")
     try:
-        fd, tmp = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+        fd, name = tempfile.mkstemp(dir=directory, prefix=f".{target.name}.", suffix=".tmp")
+        os.close(fd)
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
+    tmp = Path(name)
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
+        yield tmp
+        with open(tmp, "rb") as written:
+            os.fsync(written.fileno())
         give_normal_permissions(tmp)
         os.replace(tmp, target)
     except OSError as exc:
-        Path(tmp).unlink(missing_ok=True)
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    except UnicodeEncodeError as exc:
+        raise InputError(f"cannot write {target}: the text holds {exc.object[exc.start:exc.end]!r}, which is not "
+                         "valid Unicode (a lone surrogate); fix the input it came from") from None
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+@contextmanager
+def open_atomic(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
+    """A UTF-8 text handle whose content replaces ``path`` only when the block succeeds.
+
+    Raises:
+        InputError: as :func:`atomic_path`.
+    """
+    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+        yield handle
+
+
+def write_text_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
+    """Write ``text`` (a string, or pieces written as they come) to ``path``: all or nothing.
+
+    Raises:
+        InputError: the folder is missing, the disk is full or read-only, or the text holds
+            a lone surrogate; ``path`` is left as it was.
+    """
+    with open_atomic(path) as handle:
+        if isinstance(text, str):
+            handle.write(text)
+        else:
+            for piece in text:
+                handle.write(piece)

@@ -23,12 +23,14 @@ fi
 if [ ! -x .venv-runtime/bin/meteora-edge ] || ! .venv-runtime/bin/python -c "import onnxruntime, tokenizers" 2>/dev/null; then
   python3 -m venv .venv-runtime
   .venv-runtime/bin/pip install -q -c "$c" ".[onnx]"
+else
+  .venv-runtime/bin/pip install -q --no-deps --force-reinstall .   # this checkout's code, not an older one
 fi
 .venv-runtime/bin/meteora-edge models verify --hashes-only "$BUNDLE"
 .venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \
   --chunks examples/contract_clauses.json \
   --rationales examples/contract_rationales.txt \
-  --query "How can the agreement be terminated, and what happens then?"
+  --query "How can the agreement be terminated, and what happens then?" --format table
 
 # 3. The local LLM writes the rationales (one per hop) and verifies each chunk (METEORA's roles).
 #    The model comes from the catalog with `models install`: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M,
@@ -46,15 +48,16 @@ echo "--- $llm writes the rationales and verifies each chunk (one chunk per prom
 .venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \
   --chunks examples/contract_clauses.json \
   --query "How can the agreement be terminated, and what happens then?" \
-  --generate-rationales --num-rationales 2 --verify --llm-threads 1
+  --generate-rationales --num-rationales 2 --verify --llm-threads 1 --format table
 
 # 4. The whole pipeline over the bundled corpus (examples/corpus: a contract, a handbook, a
 #    privacy notice): a local index, kNN + BM25, rule-written rationales + ECSE, the LLM rerank of
 #    ECSE's best candidates, batched LLM verification, BM25 fallback, de-duplication and a
-#    200-token budget, printed as the readable trace.
+#    200-token budget, the passages with their sources
+#    and offsets, and one line per phase (add --trace for every candidate).
 echo "--- the full pipeline over a local index of examples/corpus" >&2
 .venv-runtime/bin/meteora-edge index build examples/corpus --out models/demo.index --bundle "$BUNDLE" \
   --chunk-size 60 --overwrite
 .venv-runtime/bin/meteora-edge select --index models/demo.index --bundle "$BUNDLE" \
   --query "How much notice is needed to end the agreement?" \
-  --k-init 8 --t-max 200 --llm-rerank --verify --verify-batch 4 --llm-threads 1 --table
+  --k-init 8 --t-max 200 --llm-rerank --verify --verify-batch 4 --llm-threads 1 --format table

@@ -8,7 +8,8 @@
 #
 # WORK (default /tmp/meteora-dpo) receives every file; ENCODER_BUNDLE (default
 # models/bundles/default) gives the encoder. EPOCHS (default 1), THREADS (default 1) and
-# MAX_STEPS shorten or lengthen training (METEORA's own setting is 3 epochs). Needs the train
+# MAX_STEPS shorten or lengthen training (METEORA's own setting is 3 epochs); UNTRAINED_GGUF
+# names the untrained side's GGUF (default: the catalog's Q4_1 file). Needs the train
 # extra (torch, transformers, trl, gguf) and llama-cpp-python; the converter for the export is
 # fetched once from the llama-cpp-python sdist with pip.
 set -euo pipefail
@@ -51,7 +52,13 @@ manifest["components"] = {"encoder": manifest["components"]["encoder"]}
 json.dump(manifest, open(sys.argv[2], "w"), indent=2, sort_keys=True)
 EOF
 done
-"$me" models install smollm2-135m --bundle "$work/bundle-untrained"
+# the untrained model: UNTRAINED_GGUF (e.g. the Q4_1 file requantised to Q8_0 with llama-quantize,
+# so both sides share a quantisation), else the catalog's Q4_1 file
+if [ -n "${UNTRAINED_GGUF:-}" ]; then
+  "$me" export llm --gguf "$UNTRAINED_GGUF" --out "$work/bundle-untrained"
+else
+  "$me" models install smollm2-135m --bundle "$work/bundle-untrained"
+fi
 "$me" export llm "$work/trained" --out "$work/bundle-trained" --quant Q8_0
 
 # 5. trained vs untrained on the held-out questions, with the prompt the pairs were made in

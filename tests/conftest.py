@@ -36,9 +36,10 @@ def table_encoder() -> type[TableEncoder]:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own HOME so no user configuration or cache leaks in."""
+    """Each test gets its own HOME (so its own embedding cache) and no user configuration leaks in."""
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-    monkeypatch.delenv("METEORA_EDGE_BUNDLE", raising=False)
+    for var in ("METEORA_EDGE_BUNDLE", "METEORA_EDGE_CACHE", "METEORA_EDGE_CACHE_MAX_MB", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
 
 
 # -- shared heavy fixtures: a tiny random Llama and llama.cpp's converter -------------------
@@ -78,12 +79,14 @@ def tiny_llama(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 @pytest.fixture(scope="session")
-def converter(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """llama.cpp's HF→GGUF converter, fetched once per session from the llama-cpp-python sdist (PyPI)."""
-    from meteora_edge.export.llm import fetch_converter
+def converter() -> Path:
+    """llama.cpp's HF→GGUF converter from the set-up cache (see tests/converter_cache.py)."""
+    from converter_cache import ConverterNotCached, cached_converter
 
-    return fetch_converter(tmp_path_factory.mktemp("llama-cpp") / "convert")
-
+    try:
+        return cached_converter()
+    except ConverterNotCached as exc:
+        pytest.fail(str(exc))
 
 
 @pytest.fixture

@@ -119,8 +119,10 @@ class FakeLlama:
             self._busy.release()
 
 
-def write_gguf(path: Path, metadata: dict[str, Any], *, n_tensors: int = 1, version: int = 3, magic: bytes = b"GGUF") -> Path:
-    """A GGUF header with string/int/bool metadata (and no real tensors), for the header reader."""
+def write_gguf(path: Path, metadata: dict[str, Any], *, n_tensors: int = 1, version: int = 3, magic: bytes = b"GGUF",
+               tensor_elements: int = 8) -> Path:
+    """A small valid GGUF: string/int/bool metadata and ``n_tensors`` F32 tensors of ``tensor_elements``
+    zeros each (infos, alignment padding to 32 bytes and data), for the header readers."""
 
     def string(s: str) -> bytes:
         data = s.encode("utf-8")
@@ -137,5 +139,10 @@ def write_gguf(path: Path, metadata: dict[str, Any], *, n_tensors: int = 1, vers
             body += struct.pack("<IIQ", 9, 8, len(value)) + b"".join(string(v) for v in value)
         else:
             body += struct.pack("<I", 8) + string(str(value))
-    path.write_bytes(struct.pack("<4sIQQ", magic, version, n_tensors, len(metadata)) + body + b"\0" * 64)
+    tensor_bytes = -(-tensor_elements * 4 // 32) * 32
+    for i in range(n_tensors):  # name, 1 dimension, its size, type F32 (0), offset into the data section
+        body += string(f"t{i}") + struct.pack("<IQIQ", 1, tensor_elements, 0, i * tensor_bytes)
+    header = struct.pack("<4sIQQ", magic, version, n_tensors, len(metadata)) + body
+    header += b"\0" * (-len(header) % 32)
+    path.write_bytes(header + b"\0" * (n_tensors * tensor_bytes))
     return path

@@ -23,13 +23,17 @@ def test_version_and_help():
 
 def test_select_on_the_bundled_sample(tmp_path):
     result = run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"),
-                 "--rationales", str(EXAMPLES / "contract_rationales.txt"), "--compact")
+                 "--rationales", str(EXAMPLES / "contract_rationales.txt"), "--compact", "--trace")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["selected_indices"] and data["selected_indices"] == sorted(data["selected_indices"])
     assert len(data["rationales"]) == 3
     assert data["rationales"][0]["flag_instructions"].startswith("reject draft notes")
-    assert len(data["selected_chunks"]) == len(data["selected_indices"])
+    assert sorted(p["id"] for p in data["passages"]) == data["selected_indices"]
+    clauses = json.loads((EXAMPLES / "contract_clauses.json").read_text())["chunks"]
+    for passage in data["passages"]:  # each passage keeps its input object's metadata
+        assert passage["metadata"] == clauses[passage["id"]]["metadata"]
+        assert passage["text"] == clauses[passage["id"]]["text"]
 
 
 @pytest.mark.parametrize("layout", ["list", "object", "jsonl"])
@@ -47,7 +51,7 @@ def test_select_reads_every_chunk_layout(tmp_path, layout):
                  "--output", str(out))
     assert result.exit_code == 0, result.output
     data = json.loads(out.read_text())
-    assert 1 in data["selected_indices"]
+    assert 1 in [p["id"] for p in data["passages"]]
     # no rationale and no LLM: rationales are written by rule, the question being the first
     assert data["rationale_source"] == "auto"
     assert data["rationales"][0] == {"index": 1, "label": "question", "text": "who may terminate", "flag_instructions": None}
@@ -57,7 +61,7 @@ def test_query_is_added_to_given_rationales_on_request(tmp_path):
     path = tmp_path / "c.json"
     path.write_text(json.dumps(["a b", "c d"]))
     data = json.loads(run("select", "--chunks", str(path), "-q", "c", "--rationale", "a",
-                          "--use-query-as-rationale").output)
+                          "--use-query-as-rationale").stdout)
     assert [r["text"] for r in data["rationales"]] == ["a", "c"]
 
 
@@ -112,7 +116,11 @@ def test_chunk_command_keeps_offsets(tmp_path):
         assert c["metadata"] == {"source": "contract.md"}
     # the chunk output feeds select directly
     sel = run("select", "--chunks", str(out), "-q", "termination notice", "--compact")
-    assert sel.exit_code == 0 and json.loads(sel.output)["selected_indices"]
+    assert sel.exit_code == 0
+    passages = json.loads(sel.stdout)["passages"]
+    assert passages and all(p["source"] == "contract.md" for p in passages)
+    for p in passages:  # offsets come through, and point into the source
+        assert source[p["start_pos"]:p["end_pos"]] == p["text"]
 
 
 @pytest.mark.parametrize("args, message", [
@@ -145,7 +153,7 @@ def test_console_script_runs_without_torch_in_a_subprocess():
     ) % (str(EXAMPLES / "contract_clauses.json"), str(EXAMPLES / "contract_rationales.txt"))
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=dict(os.environ))
     assert proc.returncode == 0, proc.stderr
-    assert json.loads(proc.stdout)["selected_indices"]
+    assert json.loads(proc.stdout)["passages"]
 
 
 def test_output_files_get_normal_permissions(tmp_path):
@@ -167,7 +175,7 @@ def test_select_scoring_and_rationale_strategy_options(tmp_path):
     outs = {}
     for extra in (["--scoring", "dense", "--rationales", "query"], ["--rationales", "auto"], []):
         out = tmp_path / f"o{len(outs)}.json"
-        result = run("select", "--chunks", str(chunks), "-q", "who may terminate", "-o", str(out), *extra)
+        result = run("select", "--chunks", str(chunks), "-q", "who may terminate", "-o", str(out), "--trace", *extra)
         assert result.exit_code == 0, result.output
         outs[" ".join(extra)] = json.loads(out.read_text())
     dense = outs["--scoring dense --rationales query"]

@@ -81,16 +81,17 @@ def test_select_with_a_bundle_uses_the_onnx_encoder(bundle, chunks_file):
     result = run("select", "--chunks", str(chunks_file), "--rationale", "either party may terminate",
                  "--bundle", str(bundle), "--precision", "fp32", "--threads", "1", "--compact")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["encoder"].startswith("onnx:tiny-test-encoder:") and data["encoder"].endswith(":fp32")
-    assert 0 in data["selected_indices"]
+    assert 0 in [p["id"] for p in data["passages"]]
+    assert "hashing encoder" not in result.output  # no fallback note with a bundle
 
 
 def test_select_takes_the_bundle_from_the_environment(bundle, chunks_file):
     result = run("select", "--chunks", str(chunks_file), "--rationale", "fees are due", "--compact",
-                 env={"METEORA_EDGE_BUNDLE": str(bundle)})
+                 "--precision", "int8", env={"METEORA_EDGE_BUNDLE": str(bundle)})
     assert result.exit_code == 0, result.output
-    assert json.loads(result.output)["encoder"].endswith(":int8")
+    assert json.loads(result.stdout)["encoder"].endswith(":int8")
 
 
 def test_select_with_a_bad_bundle_is_one_line(tmp_path, bundle, chunks_file):
@@ -107,8 +108,9 @@ def test_select_with_a_bad_bundle_is_one_line(tmp_path, bundle, chunks_file):
 
 def test_select_precision_missing_from_the_bundle(tmp_path, chunks_file):
     bundle = make_bundle(tmp_path / "b", int8=False)
-    assert_one_line_error(run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle)),
-                          "has no int8 encoder", "--precision fp32")
+    assert_one_line_error(run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle),
+                              "--precision", "int8"),
+                          "has no int8 encoder", "--precision auto")
 
 
 def test_export_encoder_bad_source_is_one_line(tmp_path):
@@ -147,3 +149,22 @@ def test_export_encoder_refuses_a_newer_bundle_before_any_work(tmp_path, bundle)
     model.mkdir()
     (model / "config.json").write_text("{}")
     assert_one_line_error(run("export", "encoder", str(model), "--out", str(bundle)), "format version 7", "upgrade")
+
+
+def test_models_commands_take_the_bundle_from_the_environment(bundle):
+    info = run("models", "info", env={"METEORA_EDGE_BUNDLE": str(bundle)})
+    assert info.exit_code == 0 and "encoder from tiny-test-encoder" in info.output
+    verify = run("models", "verify", "--hashes-only", env={"METEORA_EDGE_BUNDLE": str(bundle)})
+    assert verify.exit_code == 0 and f"{bundle}: verified" in verify.output
+    assert_one_line_error(run("models", "info", env={"METEORA_EDGE_BUNDLE": ""}), "METEORA_EDGE_BUNDLE")
+
+
+def test_export_without_the_export_extra_names_the_extra_not_the_source(monkeypatch, tmp_path):
+    import importlib.util
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "torch" else real(name, *a))
+    for command in ("encoder", "cross-encoder"):
+        result = run("export", command, "no-such-owner/no-such-model", "--out", str(tmp_path / "b"))
+        assert_one_line_error(result, "'torch' is not installed", 'pip install "meteora-edge[export]"')
+        assert not (tmp_path / "b").exists()

@@ -32,24 +32,31 @@ def test_index_info_add_and_select(index_dir, tmp_path):
     result = run("select", "--index", str(index_dir), "-q", "force majeure delays beyond control", "--t-max", "60",
                  "--compact")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["tokens"] <= 60 and data["passages"]
-    assert [p["name"] for p in data["trace"]["phases"]] == [
+    assert [p["name"] for p in data["phases"]] == [
         "candidates", "selection", "verify", "fallback", "prioritise", "budget"]
-    assert any("Force majeure" in p for p in data["passages"])
+    assert "trace" not in data  # the default is the concise record
+    force = next(p for p in data["passages"] if "Force majeure" in p["text"])
+    assert force["source"] == str(extra) and force["metadata"] == {"source": str(extra)}
+    assert extra.read_text()[force["start_pos"]:force["end_pos"]] == force["text"]
+    assert sum(p["tokens"] for p in data["passages"]) == data["tokens"]
 
 
 def test_table_output(index_dir):
     result = run("select", "--index", str(index_dir), "-q", "termination notice", "--table")
     assert result.exit_code == 0
-    assert "candidates" in result.output and "context:" in result.output
+    assert "candidates" in result.stdout and "passages," in result.stdout and "contract" in result.stdout
+    full = run("select", "--index", str(index_dir), "-q", "termination notice", "--table", "--trace")
+    assert full.exit_code == 0 and "context:" in full.stdout and "verdict" in full.stdout
 
 
 def test_chunks_mode_adds_only_the_phases_asked_for():
-    base = ["select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "termination notice", "--compact"]
-    plain = json.loads(run(*base).output)
+    base = ["select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "termination notice", "--compact",
+            "--trace"]
+    plain = json.loads(run(*base).stdout)
     assert plain["trace"]["config"]["rung"] == "none" and plain["trace"]["config"]["t_max"] is None
-    budgeted = json.loads(run(*base, "--t-max", "30", "--theta", "0.9").output)
+    budgeted = json.loads(run(*base, "--t-max", "30", "--theta", "0.9").stdout)
     assert budgeted["tokens"] <= 30
     assert set(budgeted["selected_indices"]) <= set(plain["selected_indices"])
 
@@ -75,8 +82,9 @@ def test_bad_pipeline_inputs(index_dir, tmp_path, args, message):
 
 
 def test_index_from_another_encoder_is_refused_by_select(index_dir, tmp_path):
-    manifest = json.loads((index_dir / "manifest.json").read_text())
+    generation = index_dir / json.loads((index_dir / "manifest.json").read_text())["generation"]
+    manifest = json.loads((generation / "manifest.json").read_text())
     manifest["encoder"]["id"] = "onnx:other"
-    (index_dir / "manifest.json").write_text(json.dumps(manifest))
+    (generation / "manifest.json").write_text(json.dumps(manifest))
     result = run("select", "--index", str(index_dir), "-q", "x")
     assert result.exit_code == 1 and "built with encoder 'onnx:other'" in result.output

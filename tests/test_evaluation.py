@@ -114,3 +114,41 @@ def test_cli_eval_bad_data_is_a_one_line_error(tmp_path):
     assert not out.exists()
     result = CliRunner().invoke(main, ["eval", "--data", write(tmp_path, [ITEM]), "--method", "ecse-llm"])
     assert result.exit_code == 1 and "--bundle" in result.output
+
+
+@pytest.mark.parametrize(
+    "selected, gold, expected",
+    [
+        ([1, 2, 3, 4], [2, 9], (0.25, 0.5, 1 / 3, True)),
+        ([2, 2, 9], [2, 9], (1.0, 1.0, 1.0, True)),
+        ([], [1], (0.0, 0.0, 0.0, False)),
+        ([1], [], (0.0, 0.0, 0.0, False)),
+        (["a", "b"], ["c"], (0.0, 0.0, 0.0, False)),
+    ],
+)
+def test_precision_recall_f1_of_a_selection(selected, gold, expected):
+    from meteora_edge import precision_recall_f1
+
+    m = precision_recall_f1(selected, gold)
+    assert (m.precision, m.recall, m.correct_chunk_found) == (expected[0], expected[1], expected[3])
+    assert m.f1 == pytest.approx(expected[2]) and m.to_dict()["f1"] == m.f1
+
+
+def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
+    import importlib.util
+
+    from meteora_edge.cli import eval_command as command
+
+    def no_work(*args, **kwargs):
+        raise AssertionError("the evaluation started before the options were checked")
+
+    monkeypatch.setattr(command, "load_hotpot", no_work)
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
+    data = tmp_path / "data.json"
+    data.write_text("[]")
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "--plot", str(tmp_path / "p.png")])
+    assert result.exit_code == 1 and "'matplotlib' is not installed" in result.output
+    assert 'pip install "meteora-edge[plot]"' in result.output
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "-o", str(tmp_path / "no" / "r.json")])
+    assert result.exit_code == 1 and "does not exist" in result.output

@@ -1,7 +1,8 @@
 """Generated inputs over the public API and the CLI readers: every rejection is a clear error.
 
-The budget per test comes from METEORA_EDGE_FUZZ_EXAMPLES (default 150, the fast tier);
-the fuzz tier runs ``METEORA_EDGE_FUZZ_EXAMPLES=1500 pytest -m fuzz`` (>= 10k cases).
+The budget per test comes from METEORA_EDGE_FUZZ_EXAMPLES (default 150 for a quick local run);
+``bash scripts/test.sh`` (and so CI) sets 1500, which is over 10k generated cases in total:
+the last test counts the cases that really ran and fails below that.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import string
+from collections import Counter
 
 import pytest
 from click.testing import CliRunner
@@ -33,6 +35,8 @@ from meteora_edge.fileio import read_chunks_file
 pytestmark = pytest.mark.fuzz
 BUDGET = int(os.environ.get("METEORA_EDGE_FUZZ_EXAMPLES", "150"))
 fuzz = settings(max_examples=BUDGET, deadline=None, suppress_health_check=list(HealthCheck), derandomize=True)
+CASES: Counter[str] = Counter()  # generated cases run, per test (read by the last test)
+CI_BUDGET, CI_CASES = 1500, 10_000
 
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=40),
@@ -62,6 +66,7 @@ tagged = st.lists(
 @fuzz
 @given(text=st.one_of(st.text(max_size=500), tagged))
 def test_parse_rationales_never_fails_on_text(text):
+    CASES["test_parse_rationales_never_fails_on_text"] += 1
     for r in parse_rationales(text):
         assert r.text.strip() and r.text == " ".join(r.text.split())
 
@@ -69,6 +74,7 @@ def test_parse_rationales_never_fails_on_text(text):
 @fuzz
 @given(raw=st.one_of(verdict_text, json_values))
 def test_parse_verdict_always_decides_and_fails_closed(raw):
+    CASES["test_parse_verdict_always_decides_and_fails_closed"] += 1
     verdict = parse_verdict(raw)
     if verdict.parse_error:
         assert not verdict.accepted
@@ -78,6 +84,7 @@ def test_parse_verdict_always_decides_and_fails_closed(raw):
 @fuzz
 @given(docs=st.lists(doc_shapes, max_size=8), rationales=st.lists(st.text(max_size=60), max_size=4))
 def test_selector_accepts_or_refuses_clearly(docs, rationales):
+    CASES["test_selector_accepts_or_refuses_clearly"] += 1
     try:
         result = MeteoraSelector(HashingEncoder()).select(docs, rationales)
     except MeteoraError as exc:
@@ -90,6 +97,7 @@ def test_selector_accepts_or_refuses_clearly(docs, rationales):
 @fuzz
 @given(query=st.text(max_size=80), docs=st.lists(doc_shapes, max_size=8), t_max=st.integers(1, 60))
 def test_pipeline_accepts_or_refuses_clearly(query, docs, t_max):
+    CASES["test_pipeline_accepts_or_refuses_clearly"] += 1
     pipe = EvidencePipeline(PipelineConfig(t_max=t_max, tau_relevance=0.1, n_min=2))
     try:
         result = pipe.run(query, passages=docs)
@@ -103,6 +111,7 @@ def test_pipeline_accepts_or_refuses_clearly(query, docs, t_max):
 @fuzz
 @given(query=st.text(max_size=40), docs=st.lists(st.text(min_size=1, max_size=80), max_size=6), answer=verdict_text)
 def test_reranker_with_any_verifier_answer(query, docs, answer):
+    CASES["test_reranker_with_any_verifier_answer"] += 1
     reranker = MeteoraReranker(HashingEncoder(), verifier=lambda request: answer)
     try:
         trace = reranker.trace(query, docs)
@@ -115,6 +124,7 @@ def test_reranker_with_any_verifier_answer(query, docs, answer):
 @fuzz
 @given(text=st.text(max_size=400), size=st.integers(-2, 12), overlap=st.one_of(st.none(), st.integers(-2, 12)))
 def test_chunk_text_accepts_or_refuses_clearly(text, size, overlap):
+    CASES["test_chunk_text_accepts_or_refuses_clearly"] += 1
     try:
         chunks = chunk_text(text, size, overlap)
     except MeteoraError:
@@ -126,6 +136,7 @@ def test_chunk_text_accepts_or_refuses_clearly(text, size, overlap):
 @given(content=st.one_of(st.binary(max_size=300), st.builds(lambda v: json.dumps(v).encode(), json_values),
                          st.builds(lambda vs: "\n".join(json.dumps(v) for v in vs).encode(), st.lists(json_values, max_size=5))))
 def test_chunk_file_reader_only_raises_clear_errors(tmp_path_factory, content):
+    CASES["test_chunk_file_reader_only_raises_clear_errors"] += 1
     path = tmp_path_factory.mktemp("fz") / "chunks.json"
     path.write_bytes(content)
     try:
@@ -140,6 +151,7 @@ def test_chunk_file_reader_only_raises_clear_errors(tmp_path_factory, content):
 @given(content=st.one_of(st.binary(max_size=200), st.builds(lambda v: json.dumps(v).encode(), json_values)),
        rationale=st.text(max_size=40), window=st.integers(-1, 3))
 def test_cli_select_never_shows_a_traceback(tmp_path_factory, content, rationale, window):
+    CASES["test_cli_select_never_shows_a_traceback"] += 1
     folder = tmp_path_factory.mktemp("cli")
     path = folder / "chunks.json"
     path.write_bytes(content)
@@ -150,7 +162,7 @@ def test_cli_select_never_shows_a_traceback(tmp_path_factory, content, rationale
     assert "Traceback" not in result.output
     assert result.exception is None or isinstance(result.exception, SystemExit)
     if result.exit_code == 0:
-        assert "selected_indices" in json.loads(out.read_text())
+        assert isinstance(json.loads(out.read_text())["passages"], list)
     else:
         assert not out.exists()
 
@@ -172,3 +184,17 @@ def test_oversized_files_are_refused(tmp_path):
     path.write_text("[" + "\"x\"," * 100 + "\"x\"]")
     with pytest.raises(MeteoraError, match="over the limit"):
         read_text_file(path, max_bytes=50)
+
+
+def test_the_fuzz_tier_ran_its_budget():
+    """With the CI budget, the generated cases that really ran add up to at least 10k."""
+    expected = {"test_parse_rationales_never_fails_on_text", "test_parse_verdict_always_decides_and_fails_closed",
+                "test_selector_accepts_or_refuses_clearly", "test_pipeline_accepts_or_refuses_clearly",
+                "test_reranker_with_any_verifier_answer", "test_chunk_text_accepts_or_refuses_clearly",
+                "test_chunk_file_reader_only_raises_clear_errors", "test_cli_select_never_shows_a_traceback"}
+    if not expected <= set(CASES):
+        pytest.skip("only part of the fuzz tier ran in this process; the total is counted over all of it")
+    total = sum(CASES.values())
+    print(f"fuzz tier: {total} generated cases over {len(CASES)} tests (budget {BUDGET} each)")
+    if BUDGET >= CI_BUDGET:
+        assert total >= CI_CASES, dict(CASES)

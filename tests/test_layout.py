@@ -9,7 +9,7 @@ import sys
 from repo_paths import ROOT
 
 PACKAGE = ROOT / "meteora_edge"
-ORDER = ["models", "selection", "index", "pipeline", "training"]
+ORDER = ["models", "selection", "index", "pipeline", "training", "integrations"]
 TOP_LEVEL_HELPERS = {"errors", "documents", "fileio"}
 
 

@@ -9,11 +9,12 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from cli_checks import one_line_error
 from llm_fakes import FakeLlama, write_gguf
 
 from meteora_edge import LlamaRationaleGenerator, LlamaVerifier, LocalLLM
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry
-from meteora_edge.cli import core_commands
+from meteora_edge.cli import select_command
 from meteora_edge.cli.main import main
 from meteora_edge.models.encoders import HashingEncoder
 
@@ -25,15 +26,6 @@ HOW = "meteora-edge export llm --gguf FILE --out BUNDLE"
 
 def run(*args: str):
     return CliRunner().invoke(main, list(args))
-
-
-def one_line_error(result, *needles: str) -> None:
-    assert result.exit_code == 1, result.output
-    assert result.exception is None or isinstance(result.exception, SystemExit)
-    lines = [line for line in result.output.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("Error: "), result.output
-    for needle in needles:
-        assert needle in lines[0]
 
 
 @pytest.fixture
@@ -112,7 +104,9 @@ def test_select_llm_flags_without_a_bundle_say_how_to_add_one():
 
 def test_select_with_a_bundle_lacking_an_llm_says_how_to_add_one(tmp_path):
     (tmp_path / "enc.onnx").write_bytes(b"x")
-    add_component(tmp_path, "encoder", Component(kind="encoder", files={"fp32": file_entry(tmp_path, "enc.onnx")}))
+    (tmp_path / "tokenizer.json").write_text("{}")
+    add_component(tmp_path, "encoder", Component(kind="encoder", files={
+        "fp32": file_entry(tmp_path, "enc.onnx"), "tokenizer": file_entry(tmp_path, "tokenizer.json")}))
     one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify"),
                    "has no llm component", HOW)
 
@@ -135,18 +129,19 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1, prompt="hops"):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
+              prompt="hops"):
         seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
         return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
                                         num_rationales=num_rationales) if generate else None,
                 LlamaVerifier(llm) if verify else None)
 
-    monkeypatch.setattr(core_commands, "llm_roles", roles)
-    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a: HashingEncoder())
+    monkeypatch.setattr(select_command, "llm_roles", roles)
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
-                 "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048")
+                 "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048", "--trace")
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert seen == {"bundle": str(tmp_path), "threads": 1, "context_size": 2048, "num_rationales": 1}
     assert data["rationale_source"] == "generated"
     assert data["rationales"] == [{"index": 1, "label": "Termination", "text": "find the notice period",
@@ -164,13 +159,14 @@ out = args[args.index("--outfile") + 1]
 def s(x):
     b = x.encode(); return struct.pack("<Q", len(b)) + b
 kv = s("general.architecture") + struct.pack("<I", 8) + s("llama") + s("general.file_type") + struct.pack("<Iq", 11, 1)
-open(out, "wb").write(struct.pack("<4sIQQ", b"GGUF", 3, 1, 2) + kv + bytes(64))
+head = struct.pack("<4sIQQ", b"GGUF", 3, 1, 2) + kv + s("t0") + struct.pack("<IQIQ", 1, 8, 0, 0)  # one F32 tensor
+open(out, "wb").write(head + bytes(-len(head) % 32) + bytes(32))
 '''
 
 
 @pytest.fixture
 def fake_checkout(tmp_path: Path) -> Path:
-    """A stand-in llama.cpp checkout whose converter writes a header-only F16 GGUF (or fails)."""
+    """A stand-in llama.cpp checkout whose converter writes a one-tensor F16 GGUF (or fails)."""
     root = tmp_path / "llama.cpp"
     (root / "gguf-py" / "gguf").mkdir(parents=True)
     (root / "convert_hf_to_gguf.py").write_text(FAKE_CONVERTER)
@@ -214,7 +210,8 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, batch=1, prompt="hops"):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
+              prompt="hops"):
         seen["batch"] = batch
         return None, LlamaBatchVerifier(llm) if verify else None
 
@@ -222,11 +219,11 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
         seen["shared"] = shared
         return LlamaRelevanceScorer(shared.model)
 
-    monkeypatch.setattr(core_commands, "llm_roles", roles)
-    monkeypatch.setattr(core_commands, "llm_scorer", scorer)
-    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a: HashingEncoder())
+    monkeypatch.setattr(select_command, "llm_roles", roles)
+    monkeypatch.setattr(select_command, "llm_scorer", scorer)
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify",
-                 "--verify-batch", "4", "--llm-rerank")
+                 "--verify-batch", "4", "--llm-rerank", "--trace")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
     assert seen["batch"] == 4 and isinstance(seen["shared"], LlamaBatchVerifier)
@@ -234,4 +231,4 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
     assert rerank["pool"] and set(rerank["kept"]) <= set(rerank["pool"])
     assert data["verdicts"] and all(v["accepted"] for v in data["verdicts"])
     assert data["trace"]["config"]["verification_batch"] == 4
-    assert "terminat" in data["passages"][0].lower()  # the rerank puts what the model backs first
+    assert "terminat" in data["passages"][0]["text"].lower()  # the rerank puts what the model backs first

@@ -75,7 +75,7 @@ def test_index_and_select_with_llm_roles_inside_a_network_namespace(offline_bund
     assert build.returncode == 0, build.stderr
     select = subprocess.run(["unshare", "-n", *CLI, "select", "--index", str(index), "--bundle", str(offline_bundle),
                              "-q", "How can the agreement be terminated?", "--generate-rationales", "--num-rationales", "2",
-                             "--verify", "--k-init", "6", "--compact"],
+                             "--verify", "--k-init", "6", "--compact", "--trace"],
                             capture_output=True, text=True, env=_offline_env(), timeout=900)
     assert select.returncode == 0, select.stderr
     data = json.loads(select.stdout)
@@ -109,3 +109,73 @@ def test_library_path_with_socket_creation_blocked(offline_bundle, monkeypatch):
     result = pipe.run("How can the agreement be terminated?", passages=clauses)
     assert result.trace.phase("verify").details["rung"] == "llm"
     assert result.tokens <= 120
+
+
+# -- onnxruntime telemetry: nothing written, nothing sent -------------------------------------
+
+_LONG_SELECT = """
+import sys, time
+from meteora_edge import EvidencePipeline, OnnxEncoder, PipelineConfig
+from meteora_edge.fileio import write_text_atomic
+bundle, out, seconds = sys.argv[1], sys.argv[2], float(sys.argv[3])
+pipe = EvidencePipeline(PipelineConfig(t_max=40), encoder=OnnxEncoder.from_bundle(bundle, threads=1))
+passages = ["either party may terminate", "fees are due monthly", "the supplier shall deliver goods", "notice days"]
+started, runs = time.monotonic(), 0
+while time.monotonic() - started < seconds:
+    result = pipe.run("who may terminate the agreement", passages=passages)
+    runs += 1
+    time.sleep(0.02)
+write_text_atomic(out, f"{runs} runs, kept {result.ids}\\n")
+"""
+
+
+def _written_paths(trace: str) -> list[str]:
+    """Paths the traced process opened for writing or created (from strace -e trace=%file)."""
+    paths = []
+    for line in trace.splitlines():
+        if ("O_WRONLY" in line or "O_RDWR" in line or "O_CREAT" in line or "mkdir" in line or "rename" in line) \
+                and '"' in line and "= -1" not in line:
+            paths.append(line.split('"')[1])
+    return paths
+
+
+@pytest.mark.skipif(not _can_unshare(), reason="unshare -n is not permitted here")
+def test_a_long_onnx_select_writes_nothing_outside_its_paths_and_never_uses_the_network(tmp_path):
+    """onnxruntime's official builds start telemetry on import (a device id and an event queue
+    under ~/.cache/Microsoft, DNS lookups of an events host after some seconds); meteora-edge
+    turns it off before onnxruntime loads. Loop selects for 12 s in one process inside a network
+    namespace with empty HOME/XDG/TMP folders: they stay empty, only the given output and the
+    embedding cache in the folder METEORA_EDGE_CACHE names appear, and (where strace exists) no
+    internet socket is opened and no file is written elsewhere."""
+    pytest.importorskip("onnxruntime")
+    from tiny_onnx import make_bundle
+
+    bundle = make_bundle(tmp_path / "bundle")
+    dirs = {name: tmp_path / name.lower() for name in
+            ("HOME", "XDG_CACHE_HOME", "XDG_CONFIG_HOME", "XDG_DATA_HOME", "XDG_STATE_HOME", "TMPDIR")}
+    for folder in dirs.values():
+        folder.mkdir()
+    out_dir, work = tmp_path / "out", tmp_path / "cwd"
+    out_dir.mkdir()
+    work.mkdir()
+    env = {k: v for k, v in _offline_env().items() if k != "ORT_DISABLE_TELEMETRY" and not k.startswith("XDG_")}
+    cache = tmp_path / "embedding-cache"  # the one path outside the output that the user gives
+    env.update({name: str(folder) for name, folder in dirs.items()}, PYTHONDONTWRITEBYTECODE="1",
+               METEORA_EDGE_CACHE=str(cache))
+    command = ["unshare", "-n", sys.executable, "-c", _LONG_SELECT, str(bundle), str(out_dir / "result.json"), "12"]
+    trace = tmp_path / "strace.txt"
+    if shutil.which("strace"):
+        command = ["strace", "-f", "-qq", "-o", str(trace), "-e", "trace=%network,%file", *command]
+    run = subprocess.run(command, capture_output=True, text=True, env=env, cwd=work, timeout=300)
+    assert run.returncode == 0, run.stderr
+    assert (out_dir / "result.json").read_text().split()[1] == "runs,"
+    for name, folder in dirs.items():
+        assert not any(folder.rglob("*")), f"{name} got {sorted(map(str, folder.rglob('*')))}"
+    assert [p.name for p in out_dir.iterdir()] == ["result.json"] and not any(work.iterdir())
+    assert (cache / "embeddings.sqlite3").is_file()
+    if trace.exists():
+        text = trace.read_text()
+        assert "AF_INET" not in text, [line for line in text.splitlines() if "AF_INET" in line][:3]
+        allowed = (str(out_dir), str(cache), "/dev/null", "/dev/tty")
+        stray = [p for p in _written_paths(text) if not p.startswith(allowed)]
+        assert not stray, stray

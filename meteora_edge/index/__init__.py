@@ -2,6 +2,8 @@
 
 ``chunking`` cuts documents into word windows that keep character offsets; ``corpus``
 reads document files; ``bm25`` is the Okapi BM25 as flat numpy arrays; ``local_index``
-is the on-disk index (vectors, chunk records, BM25, manifest); ``memory_index`` is the
-same search over a list in memory. Imports ``models`` and ``selection`` only.
+is the on-disk index (vectors, chunk records, BM25), stored as ``generations`` behind an
+atomic pointer, opened as a ``snapshot`` and described by a strict ``manifest`` schema;
+``memory_index`` is the same search over a list in memory. Imports ``models`` and
+``selection`` only.
 """

@@ -1,17 +1,146 @@
-"""Split a text into overlapping word windows that keep their character offsets."""
+"""Split a text into overlapping word windows that keep their character offsets.
+
+:func:`iter_chunks` streams: it takes the text as blocks (e.g. a file decoded 1 MiB at a
+time) and holds only the current window's text, so memory stays at about one chunk
+whatever the input size. :func:`chunk_text` is the same over one string, as a list.
+"""
 
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
+from collections import deque
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import Any
 
-from ..documents import Chunk
+from ..documents import Chunk, document_text
 from ..errors import ConfigError, InputError
 
-__all__ = ["chunk_text"]
+__all__ = ["chunk_text", "iter_chunks", "check_chunking", "chunk_texts", "find_spanning_chunks"]
 
 _WORD = re.compile(r"\S+")
+_SPACE = re.compile(r"\s")
+
+
+def check_chunking(chunk_size: int, overlap: int | None) -> int:
+    """Validate the window settings; return the overlap (default ``chunk_size // 10``).
+
+    Raises:
+        ConfigError: ``chunk_size`` < 1, or ``overlap`` outside ``0 <= overlap < chunk_size``.
+    """
+    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
+        raise ConfigError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
+    if overlap is None:
+        overlap = chunk_size // 10
+    if not isinstance(overlap, int) or isinstance(overlap, bool) or not 0 <= overlap < chunk_size:
+        raise ConfigError(f"overlap must be an integer with 0 <= overlap < chunk_size ({chunk_size}), got {overlap!r}")
+    return overlap
+
+
+class _Held:
+    """The blocks of text not yet behind the current window, addressed by global offsets."""
+
+    def __init__(self) -> None:
+        self.blocks: deque[tuple[int, str]] = deque()
+
+    def add(self, offset: int, block: str) -> None:
+        self.blocks.append((offset, block))
+
+    def slice(self, begin: int, end: int) -> str:
+        parts = []
+        for offset, block in self.blocks:
+            if offset >= end:
+                break
+            if offset + len(block) > begin:
+                parts.append(block[max(0, begin - offset) : end - offset])
+        return parts[0] if len(parts) == 1 else "".join(parts)
+
+    def drop_before(self, position: int) -> None:
+        """Forget whole blocks that end at or before ``position`` (never copies a block)."""
+        while self.blocks and self.blocks[0][0] + len(self.blocks[0][1]) <= position:
+            self.blocks.popleft()
+
+
+def _word_spans(blocks: Iterable[str], held: _Held) -> Iterator[tuple[int, int]]:
+    """Global ``(start, end)`` of every ``\\S+`` run, joining runs that cross block boundaries."""
+    offset = 0
+    open_word: int | None = None  # start of a word that reached the end of the previous block
+    for block in blocks:
+        if not isinstance(block, str):
+            raise InputError(f"text must be a string, got {type(block).__name__}")
+        if not block:
+            continue
+        held.add(offset, block)
+        position = 0
+        if open_word is not None:
+            space = _SPACE.search(block)
+            if space is None:
+                offset += len(block)
+                continue  # the word goes on through this whole block
+            yield open_word, offset + space.start()
+            open_word, position = None, space.start()
+        for match in _WORD.finditer(block, position):
+            if match.end() == len(block):
+                open_word = offset + match.start()
+            else:
+                yield offset + match.start(), offset + match.end()
+        offset += len(block)
+    if open_word is not None:
+        yield open_word, offset
+
+
+def iter_chunks(
+    blocks: Iterable[str],
+    chunk_size: int = 256,
+    overlap: int | None = None,
+    *,
+    metadata: Mapping[str, Any] | None = None,
+) -> Iterator[Chunk]:
+    """Stream the chunks of a text given as consecutive blocks (see :func:`chunk_text`).
+
+    Only the blocks under the current window are kept, so a file read block by block is
+    chunked in memory proportional to one chunk, not to the file.
+
+    Args:
+        blocks: the text, in order, in pieces of any size.
+        chunk_size, overlap, metadata: as :func:`chunk_text`.
+
+    Yields:
+        The chunks, in order; offsets count characters from the start of the first block.
+
+    Raises:
+        InputError: a block is not a string, or the text holds no word (after the last block).
+        ConfigError: ``chunk_size`` or ``overlap`` is out of range (before any block is read).
+
+    Example:
+        >>> [(c.text, c.start_pos) for c in iter_chunks(["one two thr", "ee four five"], chunk_size=3, overlap=1)]
+        [('one two three', 0), ('three four five', 8)]
+    """
+    overlap = check_chunking(chunk_size, overlap)
+    step = chunk_size - overlap
+    held = _Held()
+    window: deque[tuple[int, int]] = deque()
+    fresh = 0  # words in the window that no chunk has covered yet
+    emitted = 0
+    for span in _word_spans(blocks, held):
+        window.append(span)
+        fresh += 1
+        if len(window) < chunk_size:
+            continue
+        begin, end = window[0][0], window[-1][1]
+        text = held.slice(begin, end)
+        for _ in range(step):
+            window.popleft()
+        held.drop_before(window[0][0] if window else end)
+        fresh = 0
+        yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
+        emitted += 1
+    if fresh:
+        begin, end = window[0][0], window[-1][1]
+        text = held.slice(begin, end)
+        held.blocks.clear()
+        yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
+    elif not emitted:
+        raise InputError("text holds no words; nothing to chunk")
 
 
 def chunk_text(
@@ -46,24 +175,93 @@ def chunk_text(
     """
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
-    if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
-        raise ConfigError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
-    if overlap is None:
-        overlap = chunk_size // 10
-    if not isinstance(overlap, int) or isinstance(overlap, bool) or not 0 <= overlap < chunk_size:
-        raise ConfigError(f"overlap must be an integer with 0 <= overlap < chunk_size ({chunk_size}), got {overlap!r}")
-    words = [m.span() for m in _WORD.finditer(text)]
-    if not words:
-        raise InputError("text holds no words; nothing to chunk")
-    step = chunk_size - overlap
+    return list(iter_chunks([text], chunk_size, overlap, metadata=metadata))
+
+
+def chunk_texts(
+    documents: Iterable[object],
+    chunk_size: int = 256,
+    overlap: int | None = None,
+) -> list[Chunk]:
+    """Chunk several documents at once, numbering the chunks 0..N-1 across all of them.
+
+    Each chunk keeps offsets into its own document and records it in its metadata:
+    ``document_index`` (position of the document) and ``local_chunk_index`` (position of the
+    chunk inside it), as METEORA's ``chunk_texts`` does. A mapping's or object's own
+    ``metadata`` is copied in as well. Documents without a word are skipped.
+
+    Args:
+        documents: texts or documents of any accepted shape (see :mod:`meteora_edge.documents`).
+        chunk_size, overlap: as :func:`chunk_text`.
+
+    Raises:
+        InputError: a document has no text, or no document holds a word.
+        ConfigError: ``chunk_size`` or ``overlap`` is out of range.
+
+    Example:
+        >>> [(c.index, c.text, c.metadata["document_index"]) for c in chunk_texts(["a b c", "d"], chunk_size=2, overlap=0)]
+        [(0, 'a b', 0), (1, 'c', 0), (2, 'd', 1)]
+    """
     chunks: list[Chunk] = []
-    start = 0
-    while True:
-        window = words[start : start + chunk_size]
-        begin, end = window[0][0], window[-1][1]
-        chunks.append(
-            Chunk(text=text[begin:end], index=len(chunks), start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
-        )
-        if start + chunk_size >= len(words):
-            return chunks
-        start += step
+    for doc_index, document in enumerate(documents):
+        text = document_text(document, position=doc_index)
+        if not _WORD.search(text):
+            continue
+        own = document.get("metadata") if isinstance(document, Mapping) else getattr(document, "metadata", None)
+        base = dict(own) if isinstance(own, Mapping) else {}
+        for local in chunk_text(text, chunk_size, overlap):
+            meta = {**base, "document_index": doc_index, "local_chunk_index": local.index}
+            chunks.append(Chunk(local.text, len(chunks), local.start_pos, local.end_pos, meta))
+    if not chunks:
+        raise InputError("the documents hold no words; nothing to chunk")
+    return chunks
+
+
+def _offsets(chunk: object) -> tuple[int | None, int | None, Any]:
+    if isinstance(chunk, Chunk):
+        return chunk.start_pos, chunk.end_pos, chunk.index
+    if isinstance(chunk, Mapping):
+        start = chunk.get("start_pos", chunk.get("start"))
+        end = chunk.get("end_pos", chunk.get("end"))
+        return start, end, chunk.get("index", chunk.get("id"))
+    raise InputError(f"chunks must be Chunk objects or mappings with start_pos/end_pos, got {type(chunk).__name__}")
+
+
+def find_spanning_chunks(span_start: int, span_end: int, chunks: Sequence[object]) -> list[Any]:
+    """The indices of the chunks that overlap the character span ``[span_start, span_end)``.
+
+    Use it to turn a gold answer span into gold chunk ids. Offsets are those ``chunk_text``
+    writes (``end_pos`` one past the last character), so a chunk that only touches the span
+    does not count; an empty span (``start == end``) finds the chunks containing that position.
+    Chunks without offsets are ignored; chunks must come from one document.
+
+    Args:
+        span_start, span_end: character offsets in the source text, ``span_start <= span_end``.
+        chunks: :class:`Chunk` objects or mappings with ``start_pos``/``end_pos`` (or
+            ``start``/``end``) and ``index`` (or ``id``); the chunk's position is used without one.
+
+    Returns:
+        The overlapping chunks' indices, in the order given.
+
+    Raises:
+        InputError: offsets that are not integers, or ``span_start > span_end``.
+
+    Example:
+        >>> chunks = chunk_text("alpha beta gamma delta", chunk_size=2, overlap=0)
+        >>> find_spanning_chunks(8, 13, chunks)    # "ta ga"
+        [0, 1]
+    """
+    for name, value in (("span_start", span_start), ("span_end", span_end)):
+        if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+            raise InputError(f"{name} must be an integer >= 0, got {value!r}")
+    if span_start > span_end:
+        raise InputError(f"span_start ({span_start}) is after span_end ({span_end})")
+    found = []
+    for position, chunk in enumerate(chunks):
+        start, end, index = _offsets(chunk)
+        if not isinstance(start, int) or not isinstance(end, int):
+            continue
+        overlaps = start < span_end and end > span_start if span_end > span_start else start <= span_start < end
+        if overlaps:
+            found.append(position if index is None else index)
+    return found

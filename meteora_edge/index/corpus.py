@@ -1,9 +1,16 @@
-"""Reading documents for a local index: text, markdown, JSON and JSONL files."""
+"""Reading documents for a local index: text, markdown, JSON and JSONL files.
+
+A file that cannot be used — a PDF, an unsupported type found in a folder, bytes that are
+not UTF-8, JSON that is malformed or holds no text field, an empty file — is skipped with
+its reason (``on_skip``), or, with ``strict=True``, is an error naming the file. Hidden files
+and folders (``.git``, ``.DS_Store``) inside a folder are passed over silently.
+"""
 
 from __future__ import annotations
 
+import logging
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -12,58 +19,128 @@ from ..documents import document_text
 from ..errors import InputError
 from ..fileio import read_json_or_jsonl, read_text_file
 
-__all__ = ["SourceDocument", "read_documents", "TEXT_SUFFIXES", "JSON_SUFFIXES"]
+__all__ = ["SourceDocument", "read_documents", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
+
+logger = logging.getLogger(__name__)
 
 TEXT_SUFFIXES = (".txt", ".md", ".markdown", ".rst", ".text")
 JSON_SUFFIXES = (".json", ".jsonl", ".ndjson")
+SkipHandler = Callable[[Path, str], None]
+_PDF = "PDF is not supported: extract its text first (e.g. pdftotext FILE.pdf FILE.txt) and index that"
 
 
 @dataclass(frozen=True)
 class SourceDocument:
-    """One document to index: a stable source id, its text and metadata."""
+    """One document to index: a stable source id, its text, metadata and the file it came from."""
 
     source_id: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    file: str | None = None
 
 
-def _expand(paths: Sequence[str | os.PathLike[str]]) -> Iterator[Path]:
+def path_label(path: str | os.PathLike[str]) -> str:
+    """The path as valid UTF-8 text: bytes of a non-UTF-8 file name appear as ``\\xNN``.
+
+    Example:
+        >>> path_label(os.fsdecode(b"notes/caf\\xe9.txt"))
+        'notes/caf\\\\xe9.txt'
+    """
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
+def _unsupported(path: Path) -> str:
+    if path.suffix.lower() == ".pdf":
+        return _PDF
+    kind = f"'{path.suffix}'" if path.suffix else "without an extension"
+    return f"unsupported file type {kind}; index .txt, .md, .rst, .json or .jsonl files"
+
+
+def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Iterator[Path]:
     for raw in paths:
         path = Path(raw)
         if path.is_dir():
-            found = sorted(p for p in path.rglob("*") if p.is_file() and p.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES)
-            if not found:
-                raise InputError(f"folder {path} holds no .txt, .md, .json or .jsonl files")
-            yield from found
+            for found in sorted(path.rglob("*")):
+                if any(part.startswith(".") for part in found.relative_to(path).parts):
+                    continue
+                if found.is_file():
+                    if found.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES:
+                        yield found
+                    else:
+                        skip(found, _unsupported(found))
+                elif found.is_symlink():
+                    skip(found, "a broken link")
+        elif path.suffix.lower() == ".pdf" and path.is_file():
+            skip(path, _PDF)
         elif path.exists():
-            yield path
+            yield path  # a file named on purpose is read as text whatever its extension
         else:
             raise InputError(f"file not found: {path}")
 
 
-def read_documents(paths: Sequence[str | os.PathLike[str]]) -> list[SourceDocument]:
+def _file_documents(path: Path) -> list[SourceDocument]:
+    if path.suffix.lower() in JSON_SUFFIXES:
+        return _json_documents(path)
+    text = read_text_file(path)
+    label = path_label(path)
+    return [SourceDocument(label, text, {"source": label}, label)] if text.strip() else []
+
+
+def read_documents(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    strict: bool = False,
+    on_skip: SkipHandler | None = None,
+) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
 
-    Text and markdown files are one document each (id = file path). JSON/JSONL files
+    Text and markdown files are one document each (id = file path, see :func:`path_label`
+    for names that are not UTF-8). JSON/JSONL files
     hold a list of documents (strings or objects with ``text``/``content``/
     ``page_content``, optional ``id``, ``title`` and ``metadata``), also under
     ``{"documents": [...]}`` or ``{"chunks": [...]}``.
 
+    Args:
+        paths: files and folders.
+        strict: fail on the first file that cannot be used instead of skipping it.
+        on_skip: called with ``(path, reason)`` for every skipped file (default: a logged warning).
+
+    Returns:
+        The documents, in path order; each knows its ``file``.
+
     Raises:
-        InputError: a path is missing, a file is malformed, or no document has text.
+        InputError: a named path is missing; with ``strict``, a file that cannot be used; or
+            nothing readable at all (naming the first skipped file and why).
     """
     if not paths:
         raise InputError("no input given; pass files or folders to index")
-    documents: list[SourceDocument] = []
-    for path in _expand(paths):
-        if path.suffix.lower() in JSON_SUFFIXES:
-            documents += _json_documents(path)
+    skipped: list[tuple[Path, str]] = []
+
+    def skip(path: Path, reason: str) -> None:
+        label = path_label(path)
+        reason = reason.replace(str(path), label)  # a non-UTF-8 file name stays printable
+        if strict:
+            raise InputError(f"{reason} (--strict)" if label in reason else f"{label}: {reason} (--strict)")
+        skipped.append((path, reason))
+        if on_skip is not None:
+            on_skip(path, reason)
         else:
-            text = read_text_file(path)
-            if text.strip():
-                documents.append(SourceDocument(str(path), text, {"source": str(path)}))
+            logger.warning("skipped %s: %s", label, reason)
+
+    documents: list[SourceDocument] = []
+    for path in _expand(paths, skip):
+        try:
+            found = _file_documents(path)
+        except InputError as exc:
+            skip(path, str(exc))
+            continue
+        if found:
+            documents += found
+        else:
+            skip(path, "it holds no text")
     if not documents:
-        raise InputError("the inputs hold no text to index")
+        first = f"; skipped {len(skipped)} file(s), first {path_label(skipped[0][0])}: {skipped[0][1]}" if skipped else ""
+        raise InputError(f"the inputs hold no text to index{first}")
     return documents
 
 
@@ -78,11 +155,14 @@ def _json_documents(path: Path) -> list[SourceDocument]:
         items = data if isinstance(data, list) else [data]
     out = []
     for position, item in enumerate(items):
-        body = document_text(item, position=position)
+        try:
+            body = document_text(item, position=position)
+        except InputError as exc:
+            raise InputError(f"{path_label(path)}: {exc}") from None
         if not body.strip():
             continue
-        meta: dict[str, Any] = {"source": str(path)}
-        doc_id = f"{path}#{position}"
+        meta: dict[str, Any] = {"source": path_label(path)}
+        doc_id = f"{path_label(path)}#{position}"
         if isinstance(item, dict):
             if isinstance(item.get("id"), (str, int)):
                 doc_id = str(item["id"])
@@ -90,5 +170,5 @@ def _json_documents(path: Path) -> list[SourceDocument]:
                 meta["title"] = item["title"]
             if isinstance(item.get("metadata"), dict):
                 meta.update(item["metadata"])
-        out.append(SourceDocument(doc_id, body, meta))
+        out.append(SourceDocument(doc_id, body, meta, path_label(path)))
     return out

@@ -1,106 +1,99 @@
-"""The local corpus index: chunk store, normalised vectors and BM25 in one checked folder.
+"""The local corpus index: chunk store, normalised vectors and BM25, durable and safe to share.
 
-Layout of an index folder::
+One version of an index is a generation folder (see :mod:`meteora_edge.index.generations`)::
 
     manifest.json        format, encoder identity and dimension, chunking, counts, file hashes
     vectors.npy          float32 (n, dim), L2-normalised, memory-mapped on load
-    chunks.jsonl         one chunk record per line (id, text, source, offsets, metadata)
+    chunks.jsonl         one chunk record per line (id, text, sha256 of the text, source, offsets, metadata)
     chunk_offsets.npy    byte offset of every line, so records load on demand
-    bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.index.bm25`)
+    bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
+    ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
 
-Builds and appends write a complete new folder beside the target and swap it in with
-renames, the manifest last: an interrupted build leaves the old index or none, never a
-half-written one that loads. Loading checks the format, every file's size and sha256,
-the array shapes, and (given an encoder) that the same encoder made the index.
+:meth:`LocalIndex.build` and :meth:`LocalIndex.add` hold the index's writer lock while
+they read its state and write a new generation, so concurrent writers queue up and none
+loses the other's chunks. A loaded index keeps its files open and reads only them, so it
+stays consistent while writers replace the index. Loading checks the manifest against its
+schema, every file's size and sha256, the array dtypes and shapes, and (given an encoder)
+that the same encoder made the index.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
-import tempfile
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+import weakref
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..models.bm25 import BM25Index, bm25_tokens
-from ..models.bundle import sha256_file
-from .chunking import chunk_text
+from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
+from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
+from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
+from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
+from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
+from .generations import GenerationWriter, new_generation, target_state, writer_lock
+from .snapshot import Snapshot, open_snapshot, read_npy
+from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
-from ..fileio import give_normal_permissions
 from ..selection.stages import top_k_indices
 
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
-INDEX_FORMAT = "meteora-edge-index"
-INDEX_FORMAT_VERSION = 1
-_MANIFEST = "manifest.json"
-Progress = Callable[[int, int], None]
+_COPY_BLOCK = 1 << 20
 
 
-@contextmanager
-def _swap_in(target: Path) -> Iterator[Path]:
-    """Yield a fresh folder beside ``target``; on success it replaces ``target`` atomically."""
-    target.parent.mkdir(parents=True, exist_ok=True)
-    work = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.building-"))
-    try:
-        yield work
-        give_normal_permissions(work, directory=True)
-        if target.exists():
-            old = Path(tempfile.mkdtemp(dir=target.parent, prefix=f".{target.name}.old-"))
-            os.replace(target, old / "index")
-            os.replace(work, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(work, target)
-    finally:
-        if work.exists():
-            shutil.rmtree(work, ignore_errors=True)
-
-
-def _chunk_records(documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None):
-    records = []
-    for document in documents:
-        for chunk in chunk_text(document.text, chunk_size, overlap):
-            records.append(
-                {
-                    "id": start_id + len(records),
-                    "text": chunk.text,
-                    "source": document.source_id,
-                    "position": chunk.index,
-                    "start": chunk.start_pos,
-                    "end": chunk.end_pos,
-                    "metadata": document.metadata,
-                }
-            )
-    return records
-
-
-def _embed_batches(encoder: EncoderLike, texts: list[str], batch_size: int, progress: Progress | None) -> np.ndarray:
-    parts = []
-    for lo in range(0, len(texts), batch_size):
-        parts.append(embed(encoder, texts[lo : lo + batch_size]))
-        if progress:
-            progress(min(lo + batch_size, len(texts)), len(texts))
-    return normalize_rows(np.concatenate(parts).astype(np.float32)).astype(np.float32)
+def _now() -> str:
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class LocalIndex:
-    """A loaded local index. Use :meth:`build`, :meth:`load` and :meth:`add`."""
+    """One opened version of a local index. Use :meth:`build`, :meth:`load` and :meth:`add`.
 
-    def __init__(self, root: Path, manifest: dict[str, Any], vectors: np.ndarray, offsets: np.ndarray, bm25: BM25Index):
-        self.root = root
+    Example:
+        >>> import tempfile
+        >>> from meteora_edge import HashingEncoder
+        >>> folder = tempfile.mkdtemp()
+        >>> docs = [SourceDocument("a", "Either party may terminate on ninety days notice.")]
+        >>> index = LocalIndex.build(f"{folder}/ix", docs, HashingEncoder(), chunk_size=4, overlap=0)
+        >>> index.records([0])[0]["text"]
+        'Either party may terminate'
+    """
+
+    def __init__(self, snapshot: Snapshot) -> None:
+        """Build the arrays from an opened snapshot (use :meth:`load`)."""
+        manifest, handles, where = snapshot.manifest, snapshot.handles, snapshot.folder
+        count, dim = manifest["count"], manifest["encoder"]["dimension"]
+        self.root = snapshot.root
+        self.generation = snapshot.generation
         self.manifest = manifest
-        self.vectors = vectors
-        self.offsets = offsets
-        self.bm25 = bm25
+        self.vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
+                                where=str(where / "vectors.npy"))
+        self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(count,), mmap=False,
+                                where=str(where / "chunk_offsets.npy"))
+        chunks: BinaryIO = handles["chunks.jsonl"]
+        self._chunk_bytes = manifest["files"]["chunks.jsonl"]["size"]
+        if (
+            self.offsets[0] != 0
+            or np.any(np.diff(self.offsets) <= 0)
+            or self.offsets[-1] >= self._chunk_bytes
+            or os.pread(chunks.fileno(), 1, self._chunk_bytes - 1) != b"\n"
+        ):
+            raise LocalIndexError(f"chunk offsets in {where} do not fit chunks.jsonl; rebuild the index")
+        arrays = [read_npy(handles[n], dtype=t, shape=None, mmap=True, where=str(where / n)) for n, t in BM25_ARRAYS]
+        vocab = parse_strict_json(handles[BM25_VOCAB].read(), str(where / BM25_VOCAB), max_bytes=None)
+        self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where))
+        if self.bm25.n_docs != count:
+            raise LocalIndexError(f"index {where}: BM25 covers {self.bm25.n_docs} chunks, vectors {count}; rebuild it")
+        self.ann: AnnIndex | None = None
+        if "ann" in manifest:
+            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=count, dimension=dim,
+                                where=str(where / ANN_FILE))
+        self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
+        weakref.finalize(self, self._chunks.close)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -122,33 +115,54 @@ class LocalIndex:
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
+        ann: AnnConfig | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
+        ``out`` may be missing or empty; an existing index is replaced only with
+        ``overwrite``; anything else (a file, a folder of other files) is refused untouched.
+        Embedding runs first; then, under the writer lock, a new generation is written and
+        switched in, so readers of the old index keep reading it. With ``ann`` an ANN
+        structure is built over the vectors too (needs the ``ann`` extra).
+
+        Returns:
+            The new index, opened.
+
         Raises:
-            InputError: no documents, or ``out`` exists and ``overwrite`` is off.
+            InputError: no documents, bad text or metadata, or ``out`` is not free to write.
             ConfigError: bad chunking or batch settings.
+            LocalIndexError: the folder cannot be written (the previous index stays).
+            MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
-        if target.exists() and not overwrite:
+        if target_state(target) == "index" and not overwrite:
             raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        records = _chunk_records(documents, 0, chunk_size, overlap)
-        if not records:
+        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
+        if not lines:
             raise InputError("the documents hold no text to index")
-        vectors = _embed_batches(encoder, [r["text"] for r in records], batch_size, progress)
-        bm25 = BM25Index.build(bm25_tokens(r["text"]) for r in records)
+        vectors = embed_batches(encoder, texts, batch_size, progress)
+        bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
+        ann_bytes = None
+        if ann is not None:
+            entry = ann_entry(ann, len(vectors))
+            ann_bytes = build_ann(vectors, entry)
         manifest = {
             "format": INDEX_FORMAT,
             "format_version": INDEX_FORMAT_VERSION,
             "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1])},
             "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "created": _now(),
+            "last_write": {"op": "build", "chunks": len(lines)},
+            **({"ann": entry} if ann is not None else {}),
         }
-        with _swap_in(target) as work:
-            cls._write(work, manifest, vectors, records, None, bm25)
-        return cls.load(target, encoder=encoder)
+        with writer_lock(target, create=True):
+            if target_state(target) == "index" and not overwrite:  # another build got there first
+                raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
+            with new_generation(target) as writer:
+                _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
+            return cls.load(target, encoder=encoder, verify=False)
 
     def add(
         self,
@@ -157,106 +171,82 @@ class LocalIndex:
         *,
         batch_size: int = 64,
         progress: Progress | None = None,
+        allow_duplicates: bool = False,
     ) -> LocalIndex:
-        """Append documents (chunked like the index) and return the reloaded index."""
-        self._check_encoder(encoder)
-        chunking = self.manifest["chunking"]
-        records = _chunk_records(documents, len(self), chunking["chunk_size"], chunking["overlap"])
-        if not records:
-            raise InputError("the documents hold no text to add")
-        new_vectors = _embed_batches(encoder, [r["text"] for r in records], batch_size, progress)
-        vectors = np.concatenate([np.asarray(self.vectors), new_vectors])
-        bm25 = self.bm25.extend(bm25_tokens(r["text"]) for r in records)
-        with _swap_in(self.root) as work:
-            self._write(work, dict(self.manifest), vectors, records, self.root / "chunks.jsonl", bm25)
-        return LocalIndex.load(self.root, encoder=encoder)
+        """Append documents to the index at ``self.root``; return the new version, opened.
 
-    @staticmethod
-    def _write(
-        work: Path,
-        manifest: dict[str, Any],
-        vectors: np.ndarray,
-        records: list[dict[str, Any]],
-        previous_chunks: Path | None,
-        bm25: BM25Index,
-    ) -> None:
-        np.save(work / "vectors.npy", vectors)
-        offsets: list[int] = []
-        with open(work / "chunks.jsonl", "wb") as handle:
-            if previous_chunks is not None:
-                with open(previous_chunks, "rb") as old:
-                    for line in old:
-                        offsets.append(handle.tell())
-                        handle.write(line)
-            for record in records:
-                offsets.append(handle.tell())
-                handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
-        np.save(work / "chunk_offsets.npy", np.asarray(offsets, dtype=np.int64))
-        names = ["vectors.npy", "chunks.jsonl", "chunk_offsets.npy", *bm25.save(work)]
-        manifest = {
-            **manifest,
-            "count": int(vectors.shape[0]),
-            "updated": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "files": {name: {"sha256": sha256_file(work / name), "size": (work / name).stat().st_size} for name in names},
-        }
-        (work / _MANIFEST).write_text(json.dumps(manifest, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+        Under the writer lock the index is opened again, so the documents are chunked
+        like, numbered after and appended to the version current at that moment (which
+        may be newer than ``self``), never to a stale copy. Documents that version already
+        holds (every chunk's text has a stored chunk's sha256) are left out unless
+        ``allow_duplicates``; when none is left, that version is returned and nothing is written.
+        An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
+        lists it was trained on; rebuild after the corpus has changed a lot).
+
+        Raises:
+            InputError: the documents hold no text, or bad text or metadata.
+            LocalIndexError: another encoder built the index, the index is damaged, or it
+                cannot be written (then it stays as it was).
+        """
+        self._check_encoder(encoder)
+        with writer_lock(self.root, create=False):
+            base = LocalIndex.load(self.root, encoder=encoder)
+            if not allow_duplicates:
+                documents = unseen_documents(base, documents)
+                if not documents:
+                    return base  # everything is in the index already: nothing to write
+            chunking = base.manifest["chunking"]
+            texts, lines = chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
+            if not lines:
+                raise InputError("the documents hold no text to add")
+            new_vectors = embed_batches(encoder, texts, batch_size, progress)
+            vectors = np.concatenate([np.asarray(base.vectors), new_vectors])
+            bm25 = base.bm25.extend(bm25_tokens(t) for t in texts)
+            manifest = {
+                **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
+                "format_version": INDEX_FORMAT_VERSION,
+                "last_write": {"op": "add", "chunks": len(lines)},
+                **({"ann": base.manifest["ann"]} if base.ann is not None else {}),
+            }
+            ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
+            with new_generation(self.root) as writer:
+                _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
+            return LocalIndex.load(self.root, encoder=encoder, verify=False)
+
+    def _copy_records(self, out: Any) -> np.ndarray:
+        """Write this version's chunk lines to ``out`` (from the open file); return their offsets."""
+        fd = self._chunks.fileno()
+        if self.manifest["format_version"] >= 2:
+            for start in range(0, self._chunk_bytes, _COPY_BLOCK):
+                out.write(os.pread(fd, min(_COPY_BLOCK, self._chunk_bytes - start), start))
+            return np.asarray(self.offsets, dtype=np.int64)
+        offsets = []  # format 1: rewrite each record with the sha256 of its text, as valid JSON
+        for start in range(0, len(self), 4096):
+            for record in self.records(range(start, min(start + 4096, len(self)))):
+                offsets.append(out.size)
+                out.write(record_line(finite(record)))
+        return np.asarray(offsets, dtype=np.int64)
 
     # ----------------------------------------------------------------- reading
     @classmethod
-    def load(cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True) -> LocalIndex:
-        """Open an index folder, checking it thoroughly.
+    def load(
+        cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True
+    ) -> LocalIndex:
+        """Open the current version of an index, checking it thoroughly.
 
         Args:
             path: the index folder.
             encoder: when given, must be the encoder that built the index.
-            verify: check every file's sha256 (sizes and shapes are always checked).
+            verify: check every file's sha256 (the schema, sizes and shapes are always checked).
 
         Raises:
             LocalIndexError: missing, half-written, corrupt, newer-format or mismatched index.
         """
-        root = Path(path)
-        manifest_path = root / _MANIFEST
-        if not root.is_dir():
-            raise LocalIndexError(f"index folder not found: {root}; build one with 'meteora-edge index build'")
+        snapshot = open_snapshot(Path(path), verify=verify)
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise LocalIndexError(f"{root} has no {_MANIFEST}: not an index, or a build that did not finish") from None
-        except (UnicodeDecodeError, json.JSONDecodeError):
-            raise LocalIndexError(f"{manifest_path} is corrupt; rebuild the index") from None
-        if not isinstance(manifest, dict) or manifest.get("format") != INDEX_FORMAT:
-            raise LocalIndexError(f"{root} is not a meteora-edge index")
-        version = manifest.get("format_version")
-        if not isinstance(version, int) or version > INDEX_FORMAT_VERSION:
-            raise LocalIndexError(
-                f"{root} has index format version {version!r}; this meteora-edge reads up to {INDEX_FORMAT_VERSION}"
-            )
-        files = manifest.get("files")
-        if not isinstance(files, dict) or not files:
-            raise LocalIndexError(f"{manifest_path} lists no files; rebuild the index")
-        for name, entry in files.items():
-            file = root / name
-            if Path(name).name != name or not file.is_file():
-                raise LocalIndexError(f"{file} is missing from the index; rebuild it")
-            if file.stat().st_size != entry.get("size"):
-                raise LocalIndexError(f"{file} has the wrong size (truncated or replaced); rebuild the index")
-            if verify and sha256_file(file) != entry.get("sha256"):
-                raise LocalIndexError(f"{file} does not match its sha256 (corrupt or tampered); rebuild the index")
-        try:
-            vectors = np.load(root / "vectors.npy", mmap_mode="r", allow_pickle=False)
-            offsets = np.load(root / "chunk_offsets.npy", allow_pickle=False)
-        except ValueError as exc:
-            raise LocalIndexError(f"index arrays in {root} are unreadable ({exc}); rebuild the index") from None
-        count = manifest.get("count")
-        dim = manifest.get("encoder", {}).get("dimension")
-        if vectors.ndim != 2 or vectors.shape != (count, dim) or offsets.shape != (count,):
-            raise LocalIndexError(
-                f"index {root} is inconsistent: vectors {vectors.shape}, offsets {offsets.shape}, manifest count {count}"
-            )
-        bm25 = BM25Index.load(root)
-        if bm25.n_docs != count:
-            raise LocalIndexError(f"index {root}: BM25 covers {bm25.n_docs} chunks, vectors {count}; rebuild it")
-        index = cls(root, manifest, vectors, offsets, bm25)
+            index = cls(snapshot)
+        finally:
+            snapshot.close()  # the arrays stay mapped and the chunk file open through a duplicate
         if encoder is not None:
             index._check_encoder(encoder)
         return index
@@ -270,21 +260,49 @@ class LocalIndex:
             )
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        """The stored chunk records for ``ids`` (read on demand)."""
+        """The stored chunk records for ``ids``, read from this version's open chunk file."""
         out = []
-        with open(self.root / "chunks.jsonl", "rb") as handle:
-            for i in ids:
-                if not 0 <= int(i) < len(self):
-                    raise InputError(f"chunk id {i} is outside the index (0..{len(self) - 1})")
-                handle.seek(int(self.offsets[int(i)]))
-                out.append(json.loads(handle.readline()))
+        fd = self._chunks.fileno()
+        for i in map(int, ids):
+            if not 0 <= i < len(self):
+                raise InputError(f"chunk id {i} is outside the index (0..{len(self) - 1})")
+            start = int(self.offsets[i])
+            end = int(self.offsets[i + 1]) if i + 1 < len(self) else self._chunk_bytes
+            try:
+                record = json.loads(os.pread(fd, end - start, start))
+            except ValueError:
+                record = None
+            if not isinstance(record, dict) or record.get("id") != i or not isinstance(record.get("text"), str):
+                raise LocalIndexError(
+                    f"chunk record {i} of {self.root} is not where its offset says; rebuild the index"
+                )
+            out.append(record)
         return out
 
-    def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first."""
+    def search(self, query_vector: np.ndarray, k: int, *, exact: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first.
+
+        Args:
+            query_vector: the query's embedding.
+            k: how many neighbours.
+            exact: ``None`` (the default) uses the index's ANN structure when it has one and
+                holds at least :data:`~meteora_edge.index.ann_index.EXACT_BELOW` chunks, else
+                reads every vector; ``True`` always reads every vector; ``False`` always uses
+                the ANN structure. ANN candidates are scored with their exact cosines.
+
+        Raises:
+            InputError: a query of another dimension, or ``exact=False`` on an index without ANN.
+        """
         q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
         if q.shape[0] != self.vectors.shape[1]:
             raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.vectors.shape[1]}")
+        if exact is False and self.ann is None:
+            raise InputError(f"index {self.root} has no ANN structure; rebuild it with 'index build --ann ivf'")
+        if self.ann is not None and (exact is False or (exact is None and len(self) >= EXACT_BELOW)):
+            candidates = self.ann.candidates(q, k)
+            scores = np.asarray(self.vectors[candidates] @ q)
+            best = top_k_indices(scores, k)
+            return candidates[best], scores[best]
         scores = np.asarray(self.vectors @ q)
         best = top_k_indices(scores, k)
         return best, scores[best]
@@ -293,16 +311,60 @@ class LocalIndex:
         """BM25 over the whole index: the ``k`` best chunk ids with a positive score."""
         return self.bm25.search(query, k)
 
+    def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
+        return self.bm25.scores_for(bm25_tokens(text), ids)
+
+    def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
+        """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""
+        return np.asarray(self.vectors[list(ids)], dtype=np.float32)
+
     def info(self) -> dict[str, Any]:
-        sources = {r["source"] for r in self.records(range(len(self)))} if len(self) <= 200_000 else None
+        """A summary: path, version, counts, encoder, chunking, dates and size in bytes.
+
+        ``sources`` counts the files indexed and ``documents`` the documents in them (both
+        ``None`` over 200 000 chunks).
+        """
+        files, documents = source_counts(self)
         return {
             "path": str(self.root),
+            "format_version": self.manifest["format_version"],
+            "generation": self.generation,
             "chunks": len(self),
-            "sources": None if sources is None else len(sources),
+            "sources": files,
+            "documents": documents,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
+            "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),
+            "last_write": self.manifest.get("last_write"),
             "bytes": sum(e["size"] for e in self.manifest["files"].values()),
         }
+
+
+def _write(
+    writer: GenerationWriter,
+    manifest: dict[str, Any],
+    vectors: np.ndarray,
+    lines: list[bytes],
+    base: LocalIndex | None,
+    bm25: BM25Index,
+    ann_bytes: bytes | None,
+) -> None:
+    """Write one generation: the base version's chunks (if any) followed by ``lines`` (and the ANN structure)."""
+    writer.write_array("vectors.npy", vectors)
+    with writer.stream("chunks.jsonl") as out:
+        old = base._copy_records(out) if base is not None else np.zeros(0, dtype=np.int64)
+        new = []
+        for line in lines:
+            new.append(out.size)
+            out.write(line)
+    writer.write_array("chunk_offsets.npy", np.concatenate([old, np.asarray(new, dtype=np.int64)]))
+    for name, array in bm25.arrays().items():
+        writer.write_array(name, array)
+    writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
+    if ann_bytes is not None:
+        writer.write_bytes(ANN_FILE, ann_bytes)
+    writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})

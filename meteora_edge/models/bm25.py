@@ -15,16 +15,26 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError, LocalIndexError
 from .vectors import top_k_indices
 
-__all__ = ["BM25Index", "bm25_tokens"]
+__all__ = ["BM25Index", "bm25_tokens", "BM25_ARRAYS", "BM25_VOCAB"]
 
 _WORD = re.compile(r"\w+", re.UNICODE)
-_FILES = ("bm25_term_ptr.npy", "bm25_doc_ids.npy", "bm25_tf.npy", "bm25_doc_len.npy", "bm25_vocab.json")
+#: The stored arrays, in order: term_ptr (int64), doc_ids, tf, doc_len (int32).
+BM25_ARRAYS = (
+    ("bm25_term_ptr.npy", np.dtype("<i8")),
+    ("bm25_doc_ids.npy", np.dtype("<i4")),
+    ("bm25_tf.npy", np.dtype("<i4")),
+    ("bm25_doc_len.npy", np.dtype("<i4")),
+)
+#: The vocabulary and parameters: ``{"params": {"k1", "b", "epsilon"}, "terms": [...]}``.
+BM25_VOCAB = "bm25_vocab.json"
+_PARAMS = ("k1", "b", "epsilon")
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -135,6 +145,24 @@ class BM25Index:
             out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
         return out
 
+    def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray:
+        """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
+        summed in the same order, without touching the other documents (postings are sorted by
+        document within a term, so each term is a binary search)."""
+        wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
+        out = np.zeros(wanted.shape[0], dtype=np.float64)
+        for term in query_tokens:
+            term_id = self.vocab.get(term)
+            if term_id is None or wanted.size == 0:
+                continue
+            lo, hi = self.term_ptr[term_id], self.term_ptr[term_id + 1]
+            postings = self.doc_ids[lo:hi]
+            at = np.searchsorted(postings, wanted)
+            found = at < postings.shape[0]
+            found[found] = postings[at[found]] == wanted[found]
+            out[found] += self.weights[lo:hi][at[found]]
+        return out
+
     def search(self, query: str, k: int, *, within: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents with a positive score, best first.
 
@@ -156,33 +184,105 @@ class BM25Index:
         best = best[scores[best] > 0]
         return best, scores[best]
 
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The stored arrays by file name (see :data:`BM25_ARRAYS`)."""
+        values = (self.term_ptr, self.doc_ids, self.tf, self.doc_len)
+        return {name: np.ascontiguousarray(a, dtype=dtype) for (name, dtype), a in zip(BM25_ARRAYS, values)}
+
+    def vocab_document(self) -> dict[str, Any]:
+        """The JSON object stored as :data:`BM25_VOCAB`."""
+        return {"params": {"k1": self.k1, "b": self.b, "epsilon": self.epsilon}, "terms": list(self.vocab)}
+
     def save(self, directory: str | Path) -> list[str]:
         """Write the index files into ``directory``; return their names."""
         root = Path(directory)
-        np.save(root / _FILES[0], self.term_ptr)
-        np.save(root / _FILES[1], self.doc_ids)
-        np.save(root / _FILES[2], self.tf)
-        np.save(root / _FILES[3], self.doc_len)
-        params = {"k1": self.k1, "b": self.b, "epsilon": self.epsilon}
-        (root / _FILES[4]).write_text(json.dumps({"params": params, "terms": list(self.vocab)}), encoding="utf-8")
-        return list(_FILES)
+        for name, array in self.arrays().items():
+            np.save(root / name, array)
+        (root / BM25_VOCAB).write_text(json.dumps(self.vocab_document()), encoding="utf-8")
+        return [*self.arrays(), BM25_VOCAB]
 
     @classmethod
     def load(cls, directory: str | Path) -> BM25Index:
         """Read an index written by :meth:`save` (arrays memory-mapped)."""
         root = Path(directory)
         try:
-            arrays = [np.load(root / name, mmap_mode="r", allow_pickle=False) for name in _FILES[:4]]
-            meta = json.loads((root / _FILES[4]).read_text(encoding="utf-8"))
-            terms, params = meta["terms"], meta["params"]
-        except (OSError, ValueError, KeyError, TypeError) as exc:
+            arrays = [np.load(root / name, mmap_mode="r", allow_pickle=False) for name, _ in BM25_ARRAYS]
+            vocab = json.loads((root / BM25_VOCAB).read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
             raise LocalIndexError(f"BM25 files in {root} are missing or corrupt ({exc}); rebuild the index") from None
-        term_ptr, doc_ids, tf, doc_len = arrays
+        return cls.from_stored(vocab, *arrays, where=str(root))
+
+    @classmethod
+    def from_stored(
+        cls,
+        vocab_document: Any,
+        term_ptr: np.ndarray,
+        doc_ids: np.ndarray,
+        tf: np.ndarray,
+        doc_len: np.ndarray,
+        *,
+        where: str,
+    ) -> BM25Index:
+        """Rebuild an index from its stored parts, checking that they fit together.
+
+        Args:
+            vocab_document: the parsed :data:`BM25_VOCAB` object.
+            term_ptr, doc_ids, tf, doc_len: the arrays of :data:`BM25_ARRAYS`.
+            where: names the index in error messages.
+
+        Raises:
+            LocalIndexError: a wrong shape or type, an unknown parameter, or arrays that
+                contradict each other (which would give wrong scores or crash a query).
+        """
+        terms, params = _check_vocab_document(vocab_document, where)
+        n_docs = doc_len.shape[0] if doc_len.ndim == 1 else -1
         if (
-            term_ptr.shape[0] != len(terms) + 1
+            any(a.ndim != 1 for a in (term_ptr, doc_ids, tf, doc_len))
+            or term_ptr.shape[0] != len(terms) + 1
             or doc_ids.shape != tf.shape
+            or int(term_ptr[0]) != 0
             or int(term_ptr[-1]) != doc_ids.shape[0]
-            or (doc_ids.size and int(doc_ids.max()) >= doc_len.shape[0])
+            or bool(np.any(np.diff(term_ptr) < 0))
+            or (doc_ids.size and (int(doc_ids.min()) < 0 or int(doc_ids.max()) >= n_docs))
+            or (tf.size and int(tf.min()) < 1)
+            or (doc_len.size and int(doc_len.min()) < 0)
         ):
-            raise LocalIndexError(f"BM25 files in {root} are inconsistent with each other; rebuild the index")
+            raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
+        if not _postings_sorted(term_ptr, doc_ids):
+            raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
+                                  "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, **params)
+
+
+def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:
+    """Whether each term's postings name strictly increasing documents (what :meth:`BM25Index.scores_for` needs)."""
+    if doc_ids.size < 2:
+        return True
+    rising = np.diff(doc_ids) > 0
+    starts = np.asarray(term_ptr[1:-1], dtype=np.int64) - 1  # the step into the next term's postings may fall
+    starts = starts[(starts >= 0) & (starts < rising.size)]
+    rising[starts] = True
+    return bool(rising.all())
+
+
+def _check_vocab_document(document: Any, where: str) -> tuple[list[str], dict[str, float]]:
+    """The terms and parameters of a stored vocabulary, or a LocalIndexError saying what is wrong."""
+    problem = None
+    if not isinstance(document, dict) or set(document) != {"params", "terms"}:
+        problem = "must be an object with exactly 'params' and 'terms'"
+    elif not isinstance(document["params"], dict) or set(document["params"]) != set(_PARAMS):
+        problem = f"'params' must hold exactly {', '.join(_PARAMS)}"
+    elif not all(type(v) in (int, float) and np.isfinite(v) for v in document["params"].values()):
+        problem = "'params' must be finite numbers"
+    elif not isinstance(document["terms"], list) or not all(isinstance(t, str) for t in document["terms"]):
+        problem = "'terms' must be a list of strings"
+    elif len(set(document["terms"])) != len(document["terms"]):
+        problem = "'terms' repeats a term"
+    if problem:
+        raise LocalIndexError(f"BM25 vocabulary in {where} is corrupt: {problem}; rebuild the index")
+    params = {k: float(document["params"][k]) for k in _PARAMS}
+    try:
+        BM25Index.empty(**params)
+    except ConfigError as exc:
+        raise LocalIndexError(f"BM25 vocabulary in {where} is corrupt: {exc}; rebuild the index") from None
+    return document["terms"], params

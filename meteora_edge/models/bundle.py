@@ -12,14 +12,17 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from ..errors import BundleError
-from ..fileio import write_text_atomic
+from ..errors import BundleError, InputError, ModelError
+from ..fileio import parse_json, read_text_file, write_text_atomic
+from .bundle_schema import validate_manifest
+from .llm_file import check_gguf_complete
 
 __all__ = [
     "BUNDLE_FORMAT",
@@ -37,6 +40,7 @@ BUNDLE_FORMAT = "meteora-edge-bundle"
 BUNDLE_FORMAT_VERSION = 1
 MANIFEST_NAME = "manifest.json"
 _HASH_BLOCK = 1 << 20
+_MAX_MANIFEST_BYTES = 16 << 20
 
 
 def sha256_file(path: str | os.PathLike[str]) -> str:
@@ -91,29 +95,15 @@ class Component:
         }
 
 
-def _component_from(name: str, raw: object, where: Path) -> Component:
-    if not isinstance(raw, dict) or not isinstance(raw.get("files"), dict) or not isinstance(raw.get("kind"), str):
-        raise BundleError(f"{where}: component {name!r} is malformed (needs 'kind' and 'files'); re-export the bundle")
-    files = {}
-    for role, entry in raw["files"].items():
-        if (
-            not isinstance(entry, dict)
-            or not isinstance(entry.get("path"), str)
-            or not isinstance(entry.get("sha256"), str)
-            or not isinstance(entry.get("size"), int)
-        ):
-            raise BundleError(f"{where}: file {role!r} of component {name!r} lacks path/sha256/size")
-        rel = Path(entry["path"])
-        if rel.is_absolute() or ".." in rel.parts:
-            raise BundleError(f"{where}: file {entry['path']!r} points outside the bundle; refusing it")
-        files[role] = FileEntry(entry["path"], entry["sha256"], entry["size"])
+def _component_from(raw: Mapping[str, Any]) -> Component:
+    """A component from its manifest entry (already checked by :func:`validate_manifest`)."""
     return Component(
         kind=raw["kind"],
-        files=files,
-        settings=raw.get("settings") if isinstance(raw.get("settings"), dict) else {},
-        source=str(raw.get("source", "")),
-        licence=str(raw.get("licence", "")),
-        report=raw.get("report") if isinstance(raw.get("report"), dict) else {},
+        files={role: FileEntry(e["path"], e["sha256"], e["size"]) for role, e in raw["files"].items()},
+        settings=dict(raw.get("settings", {})),
+        source=raw.get("source", ""),
+        licence=raw.get("licence", ""),
+        report=dict(raw.get("report", {})),
     )
 
 
@@ -137,26 +127,24 @@ class Bundle:
         if not root.is_dir():
             raise BundleError(f"bundle directory not found: {root}; export one with 'meteora-edge export'")
         manifest_path = root / MANIFEST_NAME
+        if not manifest_path.exists():
+            raise BundleError(f"{root} has no {MANIFEST_NAME}; it is not a meteora-edge bundle")
         try:
-            manifest = json.loads(manifest_path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise BundleError(f"{root} has no {MANIFEST_NAME}; it is not a meteora-edge bundle") from None
-        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
-            raise BundleError(f"{manifest_path} is not valid JSON ({exc}); re-export the bundle") from None
+            manifest = parse_json(read_text_file(manifest_path, max_bytes=_MAX_MANIFEST_BYTES), manifest_path)
+        except InputError as exc:
+            raise BundleError(f"{exc}; re-export the bundle") from None
         if not isinstance(manifest, dict) or manifest.get("format") != BUNDLE_FORMAT:
             raise BundleError(f"{manifest_path} is not a {BUNDLE_FORMAT} manifest")
         version = manifest.get("format_version")
-        if not isinstance(version, int) or version < 1:
+        if not isinstance(version, int) or isinstance(version, bool) or version < 1:
             raise BundleError(f"{manifest_path} has an invalid format_version {version!r}")
         if version > BUNDLE_FORMAT_VERSION:
             raise BundleError(
                 f"{manifest_path} has format version {version}, newer than this meteora-edge reads "
                 f"({BUNDLE_FORMAT_VERSION}); upgrade meteora-edge"
             )
-        raw_components = manifest.get("components")
-        if not isinstance(raw_components, dict):
-            raise BundleError(f"{manifest_path} has no 'components' object")
-        components = {name: _component_from(name, raw, manifest_path) for name, raw in raw_components.items()}
+        validate_manifest(manifest, manifest_path)
+        components = {name: _component_from(raw) for name, raw in manifest["components"].items()}
         return cls(root, manifest, components)
 
     def component(self, name: str) -> Component:
@@ -185,9 +173,14 @@ class Bundle:
         if not verify or (name, role) in self._checked:
             return path
         try:
-            size = path.stat().st_size
+            status = path.stat()
         except FileNotFoundError:
             raise BundleError(f"{path} is missing from the bundle; re-export or copy it again") from None
+        except OSError as exc:
+            raise BundleError(f"cannot read {path}: {exc.strerror or exc}") from None
+        if not stat.S_ISREG(status.st_mode):
+            raise BundleError(f"{path} is not a regular file; re-export or copy the bundle again")
+        size = status.st_size
         if size != entry.size:
             raise BundleError(
                 f"{path} has {size} bytes but the manifest says {entry.size}: truncated or replaced; re-copy the bundle"
@@ -200,13 +193,21 @@ class Bundle:
     def verify(self) -> dict[str, dict[str, str]]:
         """Check every file of every component; return ``{component: {role: "ok"}}``.
 
+        Sizes and hashes are checked for every file, and a GGUF model must also hold all the
+        tensor data its header declares.
+
         Raises:
             BundleError: at the first file that fails.
         """
         report: dict[str, dict[str, str]] = {}
         for name, component in self.components.items():
             for role in component.files:
-                self.file(name, role)
+                path = self.file(name, role)
+                if component.kind == "llm":
+                    try:
+                        check_gguf_complete(path)  # the hash only proves the file is the one exported
+                    except ModelError as exc:
+                        raise BundleError(f"{exc}; re-export the llm component") from None
                 report.setdefault(name, {})[role] = "ok"
         return report
 
@@ -232,6 +233,7 @@ def add_component(bundle_dir: str | os.PathLike[str], name: str, component: Comp
         manifest = {"format": BUNDLE_FORMAT, "format_version": BUNDLE_FORMAT_VERSION, "components": {}}
     manifest["components"] = {**manifest.get("components", {}), name: component.to_dict()}
     manifest["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    validate_manifest(manifest, manifest_path)  # never write a manifest this version would refuse
     write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
     return manifest_path
 

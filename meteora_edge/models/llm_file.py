@@ -3,26 +3,41 @@
 llama.cpp may abort the whole process on some malformed inputs, so :func:`check_gguf`
 looks at the magic bytes, the version and the header counts first, and
 :func:`read_gguf_metadata` walks the key/value section in pure Python (arrays are skipped,
-only their length is kept). Both are used by the runtime and by ``export llm --gguf``,
-which must work without torch and without llama-cpp-python.
+only their length is kept). :func:`check_gguf_complete` also walks the tensor infos
+(shape, type, offset) and refuses a file shorter than the data they declare, as llama.cpp
+would only find out when loading. All are used by the runtime, ``models verify`` and
+``export llm --gguf``, which must work without torch and without llama-cpp-python.
 """
 
 from __future__ import annotations
 
 import os
+import stat
 import struct
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
 
 from ..errors import ModelError
 
-__all__ = ["GGUF_MAGIC", "check_gguf", "read_gguf_metadata", "quant_name", "context_length", "licence_of"]
+__all__ = ["GGUF_MAGIC", "GgufLayout", "check_gguf", "check_gguf_complete", "read_gguf_layout", "read_gguf_metadata",
+           "quant_name", "context_length", "kv_cache_bytes", "licence_of"]
 
 GGUF_MAGIC = b"GGUF"
 _HEADER = struct.Struct("<4sIQQ")  # magic, version, tensor count, key/value count
 _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<?", 10: "<Q", 11: "<q", 12: "<d"}
 _STRING, _ARRAY = 8, 9
 _MAX_COUNT = 10_000_000
+_MAX_DIMS = 4
+_DEFAULT_ALIGNMENT = 32
+# ggml tensor types: id -> (elements per block, bytes per block), as the GGUF format defines them
+_BLOCKS = {
+    0: (1, 4), 1: (1, 2), 2: (32, 18), 3: (32, 20), 6: (32, 22), 7: (32, 24), 8: (32, 34), 9: (32, 36),
+    10: (256, 84), 11: (256, 110), 12: (256, 144), 13: (256, 176), 14: (256, 210), 15: (256, 292),
+    16: (256, 66), 17: (256, 74), 18: (256, 98), 19: (256, 50), 20: (32, 18), 21: (256, 110), 22: (256, 82),
+    23: (256, 136), 24: (1, 1), 25: (1, 2), 26: (1, 4), 27: (1, 8), 28: (1, 8), 29: (256, 56), 30: (1, 2),
+    34: (256, 54), 35: (256, 66), 39: (32, 17), 40: (64, 36), 41: (128, 18), 42: (64, 18),
+}
 
 # llama_ftype values (general.file_type) → the usual quantisation names
 _FILE_TYPES = {
@@ -54,6 +69,8 @@ def check_gguf(path: str | os.PathLike[str]) -> Path:
         raise ModelError(f"GGUF model not found: {p}; give a .gguf file or a bundle with an 'llm' component")
     if p.is_dir():
         raise ModelError(f"{p} is a directory; give the .gguf file inside it")
+    if not stat.S_ISREG(p.stat().st_mode):
+        raise ModelError(f"{p} is not a regular file (a device, FIFO or socket); give the .gguf file")
     size = p.stat().st_size
     if size < _HEADER.size:
         raise _corrupt(p, f"only {size} bytes")
@@ -118,23 +135,96 @@ class _Reader:
         raise _corrupt(self.path, f"unknown metadata value type {kind}")
 
 
-def read_gguf_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The key/value metadata of a GGUF file (arrays reduced to ``{"array_of", "length"}``).
+@dataclass(frozen=True)
+class GgufLayout:
+    """What a GGUF header declares: its metadata, tensors and the file size they need.
+
+    Attributes:
+        metadata: the key/value section (arrays reduced to ``{"array_of", "length"}``).
+        tensors: how many tensors the header describes.
+        data_offset: where the tensor data starts (after the header, aligned).
+        required_size: the smallest file size that holds every declared tensor.
+        file_size: the file's actual size.
+    """
+
+    metadata: dict[str, Any]
+    tensors: int
+    data_offset: int
+    required_size: int
+    file_size: int
+
+
+def _tensor_end(reader: _Reader, alignment: int) -> tuple[int, int]:
+    """Read one tensor info; return (offset of its data, offset one past its data)."""
+    name = reader.string()
+    (n_dims,) = struct.unpack("<I", reader.take(4))
+    if not 1 <= n_dims <= _MAX_DIMS:
+        raise _corrupt(reader.path, f"tensor {name[:60]!r} has {n_dims} dimensions")
+    dims = struct.unpack(f"<{n_dims}Q", reader.take(8 * n_dims))
+    kind, offset = struct.unpack("<IQ", reader.take(12))
+    if kind not in _BLOCKS:
+        raise _corrupt(reader.path, f"tensor {name[:60]!r} has an unknown type {kind}")
+    per_block, block_bytes = _BLOCKS[kind]
+    elements = 1
+    for dim in dims:
+        elements *= dim
+    if dims[0] % per_block or offset % alignment:
+        raise _corrupt(reader.path, f"tensor {name[:60]!r} has a shape or offset its type does not allow")
+    return offset, offset + elements // per_block * block_bytes
+
+
+def read_gguf_layout(path: str | os.PathLike[str]) -> GgufLayout:
+    """Walk the whole GGUF header: metadata, then every tensor's shape, type and offset.
 
     Raises:
-        ModelError: the file fails :func:`check_gguf` or its metadata is truncated or corrupt.
+        ModelError: the file fails :func:`check_gguf`, or its header is truncated or corrupt.
     """
     p = check_gguf(path)
     size = p.stat().st_size
     with open(p, "rb") as handle:
-        _, _, _, n_kv = _HEADER.unpack(handle.read(_HEADER.size))
+        _, _, n_tensors, n_kv = _HEADER.unpack(handle.read(_HEADER.size))
         reader = _Reader(handle, p, size)
         metadata: dict[str, Any] = {}
         for _ in range(n_kv):
             key = reader.string()
             (kind,) = struct.unpack("<I", reader.take(4))
             metadata[key] = reader.value(kind)
-    return metadata
+        alignment = metadata.get("general.alignment", _DEFAULT_ALIGNMENT)
+        if not isinstance(alignment, int) or alignment < 1 or alignment & (alignment - 1):
+            raise _corrupt(p, f"general.alignment is {alignment!r}, not a power of two")
+        end = 0
+        for _ in range(n_tensors):
+            end = max(end, _tensor_end(reader, alignment)[1])
+        header_end = handle.tell()
+    data_offset = -(-header_end // alignment) * alignment
+    return GgufLayout(metadata, n_tensors, data_offset, data_offset + end, size)
+
+
+def check_gguf_complete(path: str | os.PathLike[str]) -> GgufLayout:
+    """Refuse a GGUF file that is shorter than the tensor data its header declares.
+
+    Returns:
+        The layout.
+
+    Raises:
+        ModelError: naming the bytes declared and present (a truncated copy or download).
+    """
+    layout = read_gguf_layout(path)
+    if layout.file_size < layout.required_size:
+        raise ModelError(
+            f"{path} is truncated: its header declares {layout.tensors} tensors ending at byte "
+            f"{layout.required_size}, but the file has {layout.file_size} bytes; re-copy or re-download it"
+        )
+    return layout
+
+
+def read_gguf_metadata(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """The key/value metadata of a GGUF file (arrays reduced to ``{"array_of", "length"}``).
+
+    Raises:
+        ModelError: the file fails :func:`check_gguf` or its header is truncated or corrupt.
+    """
+    return read_gguf_layout(path).metadata
 
 
 def quant_name(metadata: dict[str, Any]) -> str:
@@ -148,6 +238,25 @@ def context_length(metadata: dict[str, Any]) -> int | None:
     arch = metadata.get("general.architecture")
     value = metadata.get(f"{arch}.context_length") if isinstance(arch, str) else None
     return int(value) if isinstance(value, int) and value > 0 else None
+
+
+def kv_cache_bytes(metadata: dict[str, Any], context_size: int) -> int | None:
+    """Bytes llama.cpp's f16 KV cache takes for ``context_size`` tokens, from the header; None if unknown."""
+    arch = metadata.get("general.architecture")
+    if not isinstance(arch, str):
+        return None
+
+    def number(key: str, default: int | None = None) -> int | None:
+        value = metadata.get(f"{arch}.{key}", default)
+        return value if isinstance(value, int) and not isinstance(value, bool) and value > 0 else default
+
+    layers, width, heads = number("block_count"), number("embedding_length"), number("attention.head_count")
+    if layers is None or width is None or heads is None:
+        return None
+    kv_heads = number("attention.head_count_kv", heads) or heads
+    key = number("attention.key_length", width // heads) or 1
+    value = number("attention.value_length", width // heads) or 1
+    return 2 * context_size * layers * kv_heads * (key + value)
 
 
 def licence_of(metadata: dict[str, Any]) -> str:

@@ -11,6 +11,9 @@ call and re-evaluates only what differs, so callers that keep a long prompt pref
 identical (the verifier: instructions, query, rationales) pay for it once per query
 (``reuse_prefix=False`` turns this off, for measurements).
 
+:meth:`LocalLLM.load` first makes sure llama.cpp has a CPU backend (a runtime-dispatch build
+loads the best one for this CPU: :func:`~meteora_edge.models.llm_backend.cpu_backend`).
+
 Example:
     >>> llm = LocalLLM.load("SmolLM2-135M-Instruct.Q4_1.gguf", threads=1)   # doctest: +SKIP
     >>> tokens = llm.chat_tokens([ChatMessage("user", ("Say hi.",))])      # doctest: +SKIP
@@ -33,11 +36,51 @@ import numpy as np
 
 from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
-from .llm_file import check_gguf
+from .llm_backend import cpu_backend
+from .llm_file import check_gguf_complete, context_length, kv_cache_bytes
 
-__all__ = ["LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm"]
+__all__ = [
+    "LocalLLM", "ChatMessage", "Completion", "CHAT_FORMATS", "DEFAULT_CONTEXT_SIZE", "as_local_llm",
+    "import_llama_cpp", "set_llama_verbose",
+]
 
 logger = logging.getLogger(__name__)
+
+_native = {"verbose": False, "callback": None}
+
+
+def set_llama_verbose(verbose: bool) -> None:
+    """Show llama.cpp's own log lines on stderr (``True``), or keep them quiet (the default)."""
+    _native["verbose"] = bool(verbose)
+
+
+def import_llama_cpp() -> Any:
+    """Import llama-cpp-python with llama.cpp's native logging routed through this module.
+
+    llama.cpp writes its own lines (model metadata, ``n_ctx_seq (512) > n_ctx_train (0)`` when
+    a GGUF serves as a tokenizer) even with ``verbose=False``; they reach stderr only after
+    :func:`set_llama_verbose` ``(True)`` (the CLI's ``--verbose``).
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("llama_cpp", "llm") from None
+    if _native["callback"] is None and hasattr(llama_cpp, "llama_log_set"):
+        import ctypes
+        import sys
+
+        @llama_cpp.llama_log_callback
+        def forward(level: int, text: bytes, user_data: Any) -> None:
+            if _native["verbose"]:
+                sys.stderr.write(text.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+
+        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+        _native["callback"] = forward  # keep the C callback alive
+    return llama_cpp
 
 DEFAULT_CONTEXT_SIZE = 4096
 CHAT_FORMATS = ("gguf", "chatml", "plain")
@@ -83,6 +126,43 @@ def _common_prefix(a: Sequence[int], b: Sequence[int]) -> int:
             break
         n += 1
     return n
+
+
+def _available_memory() -> int | None:
+    """Bytes this process may still use: MemAvailable, lowered by a cgroup limit; None if unknown."""
+    found: list[int] = []
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    found.append(int(line.split()[1]) * 1024)
+    except (OSError, ValueError):
+        pass
+    try:
+        with open("/sys/fs/cgroup/memory.max", encoding="ascii") as limit, \
+                open("/sys/fs/cgroup/memory.current", encoding="ascii") as used:
+            text = limit.read().strip()
+            if text != "max":
+                found.append(max(0, int(text) - int(used.read().strip())))
+    except (OSError, ValueError):
+        pass
+    return min(found) if found else None
+
+
+def _check_context(context_size: int, metadata: dict[str, Any]) -> None:
+    """Refuse a context the model was not trained for, or whose KV cache cannot fit in memory."""
+    trained = context_length(metadata)
+    if trained is not None and context_size > trained:
+        raise ConfigError(
+            f"context size {context_size} exceeds the {trained} tokens the model was trained for; ask for at most "
+            f"{trained} (--context-size, or context_size in the bundle's llm settings)"
+        )
+    need, free = kv_cache_bytes(metadata, context_size), _available_memory()
+    if need is not None and free is not None and need > free:
+        raise ConfigError(
+            f"context size {context_size} needs about {need / 2**30:.1f} GiB of KV cache but only "
+            f"{free / 2**30:.1f} GiB of memory is free; lower --context-size"
+        )
 
 
 class LocalLLM:
@@ -147,16 +227,17 @@ class LocalLLM:
         Raises:
             MissingExtraError: llama-cpp-python is not installed.
             ModelError: the file is missing, not GGUF, truncated or of an unsupported architecture.
-            ConfigError: a non-positive option.
+            ConfigError: a non-positive option, or a context larger than the model was trained
+                for or than the machine's free memory can hold.
         """
         _positive("threads", threads)
         _positive("context_size", context_size)
         _positive("batch_size", batch_size)
-        p = check_gguf(path)
-        try:
-            from llama_cpp import Llama
-        except ImportError:
-            raise MissingExtraError("llama_cpp", "llm") from None
+        layout = check_gguf_complete(path)
+        _check_context(context_size, layout.metadata)
+        p = Path(path)
+        Llama = import_llama_cpp().Llama
+        cpu_backend()
         started = time.perf_counter()
         try:
             llama = Llama(
@@ -167,7 +248,7 @@ class LocalLLM:
                 n_threads_batch=threads,
                 seed=seed,
                 n_gpu_layers=0,
-                verbose=False,
+                verbose=bool(_native["verbose"]),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(
@@ -291,6 +372,7 @@ class LocalLLM:
         stop: Sequence[str] = (),
         grammar: Any = None,
         temperature: float = 0.0,
+        top_p: float | None = None,
         reuse_prefix: bool = True,
     ) -> Completion:
         """Continue ``tokens``; at most ``max_tokens`` new tokens, never past the context.
@@ -301,6 +383,7 @@ class LocalLLM:
             stop: strings that end the answer (not included in it).
             grammar: a ``llama_cpp.LlamaGrammar`` constraining the answer.
             temperature: 0 is greedy (deterministic).
+            top_p: nucleus sampling cut-off when sampling (``None``: no cut-off).
             reuse_prefix: keep the evaluated prefix shared with the previous call.
 
         Raises:
@@ -323,6 +406,7 @@ class LocalLLM:
                     list(tokens),
                     max_tokens=max_tokens,
                     temperature=temperature,
+                    top_p=1.0 if top_p is None else top_p,
                     stop=list(stop),
                     grammar=grammar,
                     seed=self.seed,

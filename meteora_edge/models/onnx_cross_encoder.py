@@ -19,10 +19,12 @@ import numpy as np
 
 from .bundle import Bundle
 from ..errors import BundleError, ConfigError, ModelError
-from .onnx_encoder import PRECISIONS, _positive_int
-from .onnx_session import create_session, feed_for, load_tokenizer
+from .onnx_encoder import _positive_int
+from .onnx_session import create_session, feed_for, load_tokenizer, tokenize_batch
 
-__all__ = ["OnnxCrossEncoder"]
+__all__ = ["OnnxCrossEncoder", "load_cross_encoder", "CROSS_PRECISIONS"]
+
+CROSS_PRECISIONS = ("fp32", "int8")  # the export writes the mixed int8 recipe only
 
 
 def relevance(logits: np.ndarray) -> np.ndarray:
@@ -84,8 +86,8 @@ class OnnxCrossEncoder:
         batch_size: int = 8, component: str = "cross_encoder",
     ) -> OnnxCrossEncoder:
         """Load a bundle's cross-encoder after checking its files (see :meth:`OnnxEncoder.from_bundle`)."""
-        if precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if precision not in CROSS_PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(CROSS_PRECISIONS)}, got {precision!r}")
         bundle = path if isinstance(path, Bundle) else Bundle.load(path)
         comp = bundle.component(component)
         if comp.kind != "cross_encoder":
@@ -116,7 +118,7 @@ class OnnxCrossEncoder:
                 raise ConfigError(f"passages[{i}] is {type(text).__name__}, expected str")
         if not passages:
             return np.zeros(0, dtype=np.float32)
-        encodings = self._tokenizer.encode_batch([(query, p) for p in passages])
+        encodings = tokenize_batch(self._tokenizer, [(query, p) for p in passages])
         order = np.argsort([len(e.ids) for e in encodings], kind="stable")[::-1]
         out = np.empty(len(passages), dtype=np.float32)
         start = 0
@@ -145,3 +147,17 @@ class OnnxCrossEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxCrossEncoder({self.model_path.name!r}, max_length={self.max_length}, threads={self.threads})"
+
+
+def load_cross_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1) -> OnnxCrossEncoder | None:
+    """The bundle's ONNX cross-encoder (the ladder's second rung), or None when there is none.
+
+    Raises:
+        BundleError, ModelError, MissingExtraError: see :meth:`OnnxCrossEncoder.from_bundle`.
+    """
+    if bundle is None:
+        return None
+    loaded = Bundle.load(bundle)
+    if "cross_encoder" not in loaded.components:
+        return None
+    return OnnxCrossEncoder.from_bundle(loaded, threads=threads)

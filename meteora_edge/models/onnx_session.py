@@ -14,9 +14,11 @@ from typing import Any
 
 import numpy as np
 
+from ..documents import check_unicode
 from ..errors import BundleError, ConfigError, MissingExtraError, ModelError
 
-__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "feed_for", "encode_padded"]
+__all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "tokenize_batch", "check_tokenizer", "feed_for",
+           "encode_padded", "pad_encodings", "onnxruntime_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -25,11 +27,23 @@ _NUMPY_TYPES = {"tensor(int64)": np.int64, "tensor(int32)": np.int32}
 
 
 def _onnxruntime() -> Any:
+    """onnxruntime with its telemetry off (the switch must be set before the first import)."""
+    os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
     try:
         import onnxruntime
     except ImportError:
         raise MissingExtraError("onnxruntime", "onnx") from None
+    onnxruntime.disable_telemetry_events()
     return onnxruntime
+
+
+def onnxruntime_version() -> str:
+    """The installed onnxruntime's version (part of the embedding cache key).
+
+    Raises:
+        MissingExtraError: onnxruntime is not installed.
+    """
+    return str(_onnxruntime().__version__)
 
 
 def create_session(
@@ -97,15 +111,54 @@ def load_tokenizer(path: str | os.PathLike[str], *, max_length: int) -> Any:
         raise BundleError(f"cannot read tokenizer {path}: {str(exc)[:200]}; re-export the bundle") from None
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
+    check_tokenizer(tokenizer, path, error=BundleError)
     return tokenizer
+
+
+# words no vocabulary holds whole: a tokenizer that cannot fall back to an unknown token fails here
+_PROBE = "zqxjv\u2603\u10e6 \U0001f9ea qqqzzz"
+
+
+def check_tokenizer(tokenizer: Any, path: object, *, error: type[Exception] = ModelError) -> None:
+    """Refuse a tokenizer that cannot encode text outside its vocabulary (e.g. WordLevel without ``[UNK]``).
+
+    Raises:
+        ``error``: naming the file and the tokenizer's own message.
+    """
+    try:
+        tokenizer.encode(_PROBE)
+    except Exception as exc:  # tokenizers raises plain Exception
+        raise error(f"tokenizer {path} cannot encode words outside its vocabulary ({str(exc)[:160]}); "
+                    "give it an unknown token (e.g. [UNK]) or byte fallback") from None
+
+
+def tokenize_batch(tokenizer: Any, inputs: list[Any], *, add_special_tokens: bool = True) -> list[Any]:
+    """``tokenizer.encode_batch(inputs)`` (texts or text pairs) with every failure as one error.
+
+    Raises:
+        InputError: a text holds a lone surrogate (not valid Unicode).
+        ModelError: the tokenizer refused a text.
+    """
+    for i, item in enumerate(inputs):
+        for text in item if isinstance(item, tuple) else (item,):
+            if isinstance(text, str):
+                check_unicode(text, f"text {i}")
+    try:
+        return tokenizer.encode_batch(inputs, add_special_tokens=add_special_tokens)
+    except Exception as exc:  # tokenizers raises plain Exception / TypeError
+        raise ModelError(f"the tokenizer cannot encode text {str(exc)[:200]!r}; check the text and the tokenizer") from None
 
 
 def encode_padded(tokenizer: Any, texts: list[str], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Tokenise ``texts`` and pad to the longest: ``(input_ids, attention_mask)``, both int64."""
-    encodings = tokenizer.encode_batch(texts)
+    return pad_encodings(tokenize_batch(tokenizer, texts), pad_id=pad_id)
+
+
+def pad_encodings(encodings: list[Any], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Pad tokenizer encodings (anything with ``.ids``) to the longest: ``(input_ids, attention_mask)``."""
     width = max((len(e.ids) for e in encodings), default=0)
-    ids = np.full((len(texts), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(texts), width), dtype=np.int64)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
     for row, enc in enumerate(encodings):
         ids[row, : len(enc.ids)] = enc.ids
         mask[row, : len(enc.ids)] = 1

@@ -2,7 +2,9 @@
 
 Counters: a Hugging Face ``tokenizer.json`` (via ``tokenizers``), a GGUF model's own
 vocabulary (via llama-cpp-python, vocabulary only), or — the stated fallback when the
-answer model's tokenizer is unknown — whitespace-separated words.
+answer model's tokenizer is unknown — whitespace-separated words, where a run longer than
+:data:`LONG_WORD` characters (a URL, base64, code, unspaced CJK) counts as a quarter of its
+characters, as a BPE tokenizer would roughly cut it.
 
 Packing walks the chunks in priority order and keeps each one that still fits; one that
 does not fit is skipped and later, shorter chunks may still fill the gap. A chunk that alone
@@ -29,10 +31,14 @@ __all__ = [
     "pack",
     "PackDecision",
     "truncate_to_tokens",
+    "LONG_WORD",
+    "CHARS_PER_TOKEN",
 ]
 
 Oversize = Literal["drop", "truncate"]
 _WORD = re.compile(r"\S+")
+LONG_WORD = 16  # characters: a longer whitespace-free run is no longer one word
+CHARS_PER_TOKEN = 4  # how a long run is counted: ceil(characters / 4) tokens
 
 
 @runtime_checkable
@@ -42,13 +48,27 @@ class TokenCounter(Protocol):
     def count(self, texts: Sequence[str]) -> list[int]: ...
 
 
+def _whitespace_tokens(text: str) -> int:
+    words = text.split()
+    long_extra = sum(-(-len(w) // CHARS_PER_TOKEN) - 1 for w in words if len(w) > LONG_WORD)
+    return len(words) + long_extra
+
+
 class WhitespaceCounter:
-    """Counts whitespace-separated words: the fallback when no tokenizer is given."""
+    """Counts whitespace-separated words: the fallback when no tokenizer is given.
+
+    A word of up to :data:`LONG_WORD` characters is one token; a longer run counts
+    ``ceil(len / CHARS_PER_TOKEN)``, so a 5 MB "word" cannot pass as one token.
+
+    Example:
+        >>> WhitespaceCounter().count(["Either party may terminate.", "x" * 40])
+        [4, 10]
+    """
 
     identity = "whitespace"
 
     def count(self, texts: Sequence[str]) -> list[int]:
-        return [len(text.split()) for text in texts]
+        return [_whitespace_tokens(text) for text in texts]
 
 
 class TokenizerJsonCounter:
@@ -59,26 +79,30 @@ class TokenizerJsonCounter:
             from tokenizers import Tokenizer
         except ImportError:
             raise MissingExtraError("tokenizers", "onnx") from None
+        from ..models.onnx_session import check_tokenizer
+
         try:
             self._tokenizer = Tokenizer.from_file(str(path))
         except Exception as exc:  # tokenizers raises plain Exception subclasses
-            raise InputError(f"cannot read tokenizer {path}: {exc}") from None
+            raise InputError(f"cannot read tokenizer {path}: {str(exc)[:200]}") from None
         self._tokenizer.no_truncation()
         self._tokenizer.no_padding()
+        check_tokenizer(self._tokenizer, path, error=InputError)
         self.identity = f"tokenizer.json:{Path(path).name}"
 
     def count(self, texts: Sequence[str]) -> list[int]:
-        return [len(e.ids) for e in self._tokenizer.encode_batch(list(texts), add_special_tokens=False)]
+        from ..models.onnx_session import tokenize_batch
+
+        return [len(e.ids) for e in tokenize_batch(self._tokenizer, list(texts), add_special_tokens=False)]
 
 
 class GgufTokenCounter:
     """Counts tokens with a GGUF model's vocabulary (loads the vocabulary only)."""
 
     def __init__(self, path: str | Path) -> None:
-        try:
-            import llama_cpp
-        except ImportError:
-            raise MissingExtraError("llama_cpp", "llm") from None
+        from ..models.llm_model import import_llama_cpp
+
+        llama_cpp = import_llama_cpp()
         path = Path(path)
         if not path.is_file():
             raise InputError(f"GGUF file not found: {path}")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, fields
 from typing import Any
 
@@ -10,7 +11,7 @@ from ..errors import ConfigError
 from ..selection.ecse import check_scoring, check_window
 from .ladder import RUNGS
 
-__all__ = ["PipelineConfig", "RATIONALE_STRATEGIES"]
+__all__ = ["PipelineConfig", "RATIONALE_STRATEGIES", "default_window", "is_ordered_document", "select_config"]
 
 RATIONALE_STRATEGIES = ("auto", "query", "llm+auto")
 
@@ -137,3 +138,64 @@ class PipelineConfig:
         if unknown:
             raise ConfigError(f"unknown pipeline setting(s) {unknown}; known: {sorted(known)}")
         return cls(**data)
+
+
+# -- the settings `select` runs with (the CLI, the server and the adapters share them) ---------
+
+def _offsets_and_source(chunk: object) -> tuple[int, int, object] | None:
+    if not isinstance(chunk, Mapping):
+        return None
+    start = chunk.get("start_pos", chunk.get("start"))
+    end = chunk.get("end_pos", chunk.get("end"))
+    if not all(isinstance(v, int) and not isinstance(v, bool) for v in (start, end)):
+        return None
+    meta = chunk.get("metadata")
+    source = chunk.get("source") or (meta.get("source") if isinstance(meta, Mapping) else None)
+    return start, end, source  # type: ignore[return-value]
+
+
+def is_ordered_document(chunks: Sequence[object]) -> bool:
+    """Whether the chunks are consecutive pieces of one document: every chunk has integer
+    offsets, all name the same source (or none), and the offsets never go backwards."""
+    spans = [_offsets_and_source(c) for c in chunks]
+    if len(spans) < 2 or any(s is None for s in spans):
+        return False
+    if len({s[2] for s in spans}) != 1:  # type: ignore[index]
+        return False
+    return all(a[0] <= b[0] and a[1] <= b[1] for a, b in zip(spans, spans[1:]))  # type: ignore[index]
+
+
+def default_window(chunks: Sequence[object] | None) -> int:
+    """The expansion window when none is given: 1 when the chunks are one ordered document
+    (see :func:`is_ordered_document`), else 0 — for independent passages a neighbour is noise."""
+    return 1 if chunks is not None and is_ordered_document(chunks) else 0
+
+
+def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequence[object] | None) -> PipelineConfig:
+    """The configuration ``select`` runs with, from the settings a caller gave by name.
+
+    Index runs start from :class:`PipelineConfig`'s defaults. Given chunks run only the phases
+    asked for: ``n_min``, ``theta_redundancy`` and ``t_max`` stay off unless given, and
+    verification is ``none`` unless ``verification`` or ``tau_relevance`` is given. The
+    expansion window defaults to :func:`default_window` of the chunks. A setting given as
+    ``None`` counts as not given, except for the three optional phases (``None`` turns them off).
+
+    Args:
+        settings: :class:`PipelineConfig` field names and values.
+        from_index: the candidates come from an index.
+        chunks: the given chunks (``None`` with an index).
+
+    Returns:
+        The validated :class:`PipelineConfig`.
+
+    Raises:
+        ConfigError: an unknown setting or a value out of range.
+    """
+    optional = ("n_min", "theta_redundancy", "t_max")
+    given = {k: v for k, v in settings.items() if v is not None or k in optional}
+    merged: dict[str, Any] = {} if from_index else dict.fromkeys(optional)
+    merged.update(given)
+    merged.setdefault("expansion_window", default_window(chunks))
+    if "verification" not in given:
+        merged["verification"] = "auto" if from_index or "tau_relevance" in given else "none"
+    return PipelineConfig.from_dict(merged)

@@ -1,10 +1,12 @@
 """METEORA's rationale generator on a local GGUF model.
 
-A few-shot prompt (sample shots are required: each a query and its rationales) asks for
+A few-shot prompt (sample shots are required, in any form :mod:`~meteora_edge.selection.sample_shots`
+reads: METEORA's ``{query, response}``, ``{query, rationales}`` or plain strings) asks for
 exactly N rationales in the tagged form
 ``<rationale_i>[Label] what to look for Flag Instructions: when to reject</rationale_i>``.
-Generation stops after ``</rationale_N>``, at ``<rationale_{N+1}>`` or when the model
-starts a new query; the text is read with the core :func:`parse_rationales`.
+The answer is started with ``<rationale_1>`` (so a small model numbers from 1); generation
+stops after ``</rationale_N>``, at ``<rationale_{N+1}>`` or when the model starts a new query;
+the text is read with the core :func:`parse_rationales`.
 
 Example:
     >>> gen = LlamaRationaleGenerator("SmolLM2-135M-Instruct.Q4_1.gguf",
@@ -15,19 +17,21 @@ Example:
 from __future__ import annotations
 
 import logging
+import math
 import os
-from collections.abc import Mapping, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from ..errors import ConfigError, InputError
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, ChatMessage, Completion, LocalLLM, as_local_llm
-from .rationales import Rationale, as_rationales, format_rationales, parse_rationales
+from .rationales import Rationale, format_rationales, parse_rationales
+from .sample_shots import SampleShot, check_shots, load_sample_shots
 
 __all__ = ["LlamaRationaleGenerator", "SampleShot", "load_sample_shots", "stop_sequences"]
 
 logger = logging.getLogger(__name__)
 
-SampleShot = Mapping[str, Any]
+ANSWER_PREFIX = "<rationale_1>"
+SAMPLING_TEMPERATURE = 0.7  # METEORA's temperature when do_sample=True and none is given
 _SYSTEM = (
     "You write search rationales for a retrieval system{domain}. Given a query, write exactly {n} "
     "rationale(s), one per line, each as <rationale_i>[Label] the evidence to look for{flag}</rationale_i>, "
@@ -37,36 +41,26 @@ _FLAG = " Flag Instructions: when a passage must be rejected"
 _CHAT_STOPS = ("<|im_end|>", "<|im_start|>", "<|endoftext|>", "<|eot_id|>", "<end_of_turn>", "</s>")
 
 
-def load_sample_shots(path: str | os.PathLike[str] | None = None, *, shipped: str = "data/rationale_shots.json") -> list[dict[str, Any]]:
-    """Read sample shots from a JSON file (a list, or ``{"shots": [...]}``); the shipped defaults when ``path`` is None.
-
-    Args:
-        path: a shots file, or None for the shipped file ``shipped`` (a path inside the package).
-
-    Raises:
-        InputError: the file is missing, malformed or holds no shots.
-    """
-    from ..fileio import read_json_source
-
-    data, where = read_json_source(path, shipped=shipped, what="sample shots")
-    shots = data.get("shots") if isinstance(data, dict) else data
-    if not isinstance(shots, list):
-        raise InputError(f"{where} must hold a list of shots or {{\"shots\": [...]}}")
-    return shots
-
-
-def _check_shots(shots: object) -> list[tuple[str, list[Rationale]]]:
-    if not isinstance(shots, Sequence) or isinstance(shots, (str, bytes)) or not shots:
-        raise ConfigError("sample_shots is required: give a non-empty list of {'query': …, 'rationales': …} (see load_sample_shots())")
-    checked = []
-    for position, shot in enumerate(shots):
-        if not isinstance(shot, Mapping) or not isinstance(shot.get("query"), str) or not shot["query"].strip():
-            raise ConfigError(f"sample shot {position} needs a non-empty string 'query'")
-        rationales = as_rationales(shot.get("rationales", []))
-        if not rationales:
-            raise ConfigError(f"sample shot {position} needs at least one rationale")
-        checked.append((" ".join(shot["query"].split()), rationales))
-    return checked
+def _sampling(do_sample: object, temperature: object, top_p: object) -> tuple[float, float | None]:
+    """(temperature, top_p) from METEORA's ``do_sample``/``temperature``/``top_p``; 0 is greedy."""
+    if do_sample is not None and not isinstance(do_sample, bool):
+        raise ConfigError(f"do_sample must be True, False or None, got {do_sample!r}")
+    if temperature is not None and (
+        isinstance(temperature, bool) or not isinstance(temperature, (int, float)) or not 0.0 <= temperature <= 2.0
+    ):
+        raise ConfigError(f"temperature must be in 0..2 or None, got {temperature!r}")
+    if top_p is not None and (
+        isinstance(top_p, bool) or not isinstance(top_p, (int, float)) or not math.isfinite(top_p) or not 0.0 < top_p <= 1.0
+    ):
+        raise ConfigError(f"top_p must be in (0, 1] or None, got {top_p!r}")
+    if do_sample is False:
+        return 0.0, None  # greedy, whatever the temperature (as in transformers)
+    if do_sample is True:
+        if temperature == 0:
+            raise ConfigError("do_sample=True needs a temperature above 0 (or leave temperature unset for 0.7)")
+        return float(SAMPLING_TEMPERATURE if temperature is None else temperature), None if top_p is None else float(top_p)
+    chosen = float(temperature or 0.0)  # do_sample unset: sample exactly when a temperature above 0 is given
+    return chosen, None if top_p is None or chosen == 0 else float(top_p)
 
 
 def stop_sequences(num_rationales: int) -> list[str]:
@@ -83,20 +77,23 @@ class LlamaRationaleGenerator:
 
     Args:
         model: a :class:`LocalLLM` (shared with a verifier) or the path of a ``.gguf`` file.
-        sample_shots: examples, each ``{"query": str, "rationales": text | list}``; required
-            (:func:`load_sample_shots` gives the shipped ones).
-        domain: optional subject named in the prompt (e.g. ``"contract law"``).
+        sample_shots: examples: METEORA's ``{"query", "response"}`` (tagged text),
+            ``{"query", "rationales"}`` or plain strings; required (:func:`load_sample_shots`
+            reads shot files and gives the shipped ones).
+        domain: optional subject named in the prompt (e.g. ``"online store policies"``).
         num_rationales: how many rationales to ask for (the result has at most this many).
         include_flag_instructions: ask for (and show) ``Flag Instructions``.
         max_new_tokens: answer budget; default ``tokens_per_rationale * num_rationales + 16``
             (80 per rationale here).
-        temperature: 0 is greedy (deterministic).
+        do_sample: ``False`` is greedy whatever the temperature; ``True`` samples (temperature
+            0.7 unless given); ``None`` (default) samples exactly when ``temperature`` > 0.
+        temperature: sampling temperature (default: greedy, so the result is deterministic).
+        top_p: nucleus sampling cut-off when sampling (default: none).
         seed, threads, context_size, chat_format: used when ``model`` is a path.
 
     Raises:
         ConfigError: missing or malformed shots, an option out of range.
     """
-
     #: the system instructions (``{domain}``, ``{n}`` and ``{flag}`` are filled in); subclasses
     #: such as :class:`~meteora_edge.selection.llm_hops.HopRationaleGenerator` change them.
     system_template = _SYSTEM
@@ -112,7 +109,9 @@ class LlamaRationaleGenerator:
         num_rationales: int = 3,
         include_flag_instructions: bool = True,
         max_new_tokens: int | None = None,
-        temperature: float = 0.0,
+        do_sample: bool | None = None,
+        temperature: float | None = None,
+        top_p: float | None = None,
         seed: int = 0,
         threads: int = 1,
         context_size: int = DEFAULT_CONTEXT_SIZE,
@@ -122,14 +121,13 @@ class LlamaRationaleGenerator:
             raise ConfigError(f"num_rationales must be an integer in 1..20, got {num_rationales!r}")
         if max_new_tokens is not None and (not isinstance(max_new_tokens, int) or max_new_tokens < 1):
             raise ConfigError(f"max_new_tokens must be a positive integer or None, got {max_new_tokens!r}")
-        if not isinstance(temperature, (int, float)) or not 0.0 <= temperature <= 2.0:
-            raise ConfigError(f"temperature must be in 0..2, got {temperature!r}")
-        self.shots = _check_shots(sample_shots)
+        self.temperature, self.top_p = _sampling(do_sample, temperature, top_p)
+        self.do_sample = self.temperature > 0
+        self.shots = check_shots(sample_shots)
         self.domain = domain
         self.num_rationales = num_rationales
         self.include_flag_instructions = include_flag_instructions
         self.max_new_tokens = max_new_tokens or self.tokens_per_rationale * num_rationales + 16
-        self.temperature = float(temperature)
         self.model = as_local_llm(model, threads=threads, context_size=context_size, seed=seed, chat_format=chat_format)
         self.last_completion: Completion | None = None
         self.last_text = ""
@@ -150,10 +148,14 @@ class LlamaRationaleGenerator:
             n=self.num_rationales,
             flag=self.flag_template if self.include_flag_instructions else "",
         )
+        examples = [shot.text for shot in self.shots if shot.query is None]
+        if examples:
+            system += "\n\nExamples:\n" + "\n\n".join(examples)
         turns = [ChatMessage("system", (system,))]
-        for shot_query, rationales in self.shots:
-            turns.append(ChatMessage("user", (f"Query: {shot_query}\nRationales:",)))
-            turns.append(ChatMessage("assistant", (self._shot_answer(rationales),)))
+        for shot in self.shots:
+            if shot.query is not None:
+                turns.append(ChatMessage("user", (f"Query: {shot.query}\nRationales:",)))
+                turns.append(ChatMessage("assistant", (self._shot_answer(list(shot.rationales)),)))
         turns.append(ChatMessage("user", (f"Query: {' '.join(query.split())}\nRationales:",)))
         return turns
 
@@ -166,15 +168,20 @@ class LlamaRationaleGenerator:
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the rationale generator needs a non-empty query")
-        tokens = self.model.chat_tokens(self.messages(query))
+        # The answer is started with "<rationale_1>" so that a small model numbers from 1: after a
+        # one-rationale shot it would otherwise open "<rationale_2>", which is a stop string.
+        tokens = self.model.chat_tokens(self.messages(query)) + self.model.tokenize(ANSWER_PREFIX)
         completion = self.model.complete(
             tokens,
             max_tokens=self.max_new_tokens,
             stop=stop_sequences(self.num_rationales),
             temperature=self.temperature,
+            top_p=self.top_p,
         )
         self.last_completion = completion
         text = completion.text
+        if not text.lstrip().lower().startswith(ANSWER_PREFIX):
+            text = ANSWER_PREFIX + text
         last = self.num_rationales
         if f"<rationale_{last}>" in text and f"</rationale_{last}>" not in text:
             text += f"</rationale_{last}>"  # the stop string itself is not returned

@@ -21,7 +21,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from .llm_generator import LlamaRationaleGenerator, load_sample_shots
+from .llm_generator import LlamaRationaleGenerator
+from .sample_shots import load_sample_shots
 
 __all__ = ["HopRationaleGenerator", "load_hop_shots", "HOP_SHOTS"]
 

@@ -246,15 +246,9 @@ class LlamaVerifier:
             verdict = replace(verdict, flag_types=())
         return verdict
 
-    def verify(self, request: VerificationRequest) -> dict[str, Any]:
-        """The :class:`~meteora_edge.selection.verification.Verifier` protocol: :meth:`judge` as a mapping."""
-        verdict = self.judge(request)
-        return {
-            "relevant": verdict.relevant,
-            "flagged": verdict.flagged,
-            "reason": verdict.reason,
-            "flag_types": list(verdict.flag_types),
-        }
+    def verify(self, request: VerificationRequest) -> Verdict:
+        """The :class:`~meteora_edge.selection.verification.Verifier` protocol: :meth:`judge`."""
+        return self.judge(request)
 
     def __repr__(self) -> str:
         return f"LlamaVerifier(model={self.model!r}, reuse_prefix={self.reuse_prefix})"

@@ -124,8 +124,8 @@ def as_rationales(value: object) -> list[Rationale]:
     """Normalise what a caller or a generator gave into a list of :class:`Rationale`.
 
     Accepts a text (parsed with :func:`parse_rationales`), or a sequence of strings,
-    :class:`Rationale` objects or mappings with ``text`` (and optional ``label``,
-    ``flag_instructions``). Strings in a sequence are taken whole, one rationale each,
+    :class:`Rationale` objects or mappings with ``text`` (or METEORA's ``rationale``; optional
+    ``label``, ``flag_instructions``). Strings in a sequence are taken whole, one rationale each,
     with their ``[Label]`` and ``Flag Instructions:`` split off.
 
     Raises:
@@ -143,8 +143,8 @@ def as_rationales(value: object) -> list[Rationale]:
             text, label, flag = item.text, item.label, item.flag_instructions
         elif isinstance(item, str):
             text, label, flag = _split_piece(item)
-        elif isinstance(item, dict) and isinstance(item.get("text"), str):
-            text = " ".join(item["text"].split())
+        elif isinstance(item, dict) and isinstance(item.get("text", item.get("rationale")), str):
+            text = " ".join(item.get("text", item.get("rationale")).split())
             label = item.get("label") if isinstance(item.get("label"), str) else None
             flag = item.get("flag_instructions") if isinstance(item.get("flag_instructions"), str) else None
         else:

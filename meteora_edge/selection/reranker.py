@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import inspect
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal, Union
 
@@ -13,17 +14,43 @@ from ..errors import ConfigError, InputError
 from .rationales import Rationale, as_rationales
 from .verification import Verdict, VerifierLike, verify_chunks
 
-__all__ = ["MeteoraReranker", "RerankTrace", "RankedDocument", "RationaleGenerator", "resolve_rationales"]
+__all__ = ["MeteoraReranker", "RerankTrace", "RankedDocument", "RationaleGenerator", "resolve_rationales", "document_metadata"]
 
 Order = Literal["score", "document"]
-RationaleGenerator = Union[Callable[[str], object], Any]
+RationaleGenerator = Union[Callable[[str], object], Callable[[str, Sequence[str]], object], Any]
+_GENERATOR_METHODS = ("generate", "complete", "invoke")
 
 
 @dataclass(frozen=True)
 class RankedDocument:
+    """One kept document, as a reranker result: METEORA's ``index``, ``text``, ``score``, ``rank``.
+
+    ``document`` is the caller's own object; ``metadata`` its metadata (a mapping's
+    ``metadata`` or other non-text keys, or an object's ``.metadata``); ``verdict`` the
+    verifier's decision when one ran.
+    """
+
     document: Any
     index: int
     score: float
+    rank: int = 0
+    text: str = ""
+    metadata: Mapping[str, Any] = field(default_factory=dict)
+    verdict: Verdict | None = None
+
+    @property
+    def accepted(self) -> bool:
+        return self.verdict.accepted if self.verdict is not None else True
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "rank": self.rank,
+            "index": self.index,
+            "score": round(self.score, 6),
+            "text": self.text,
+            "metadata": dict(self.metadata),
+            "verdict": None if self.verdict is None else self.verdict.to_dict(),
+        }
 
 
 @dataclass(frozen=True)
@@ -41,6 +68,18 @@ class RerankTrace:
     verified: bool = False
     order: str = "score"
     top_k: int | None = None
+    texts: list[str] = field(default_factory=list, repr=False)
+
+    @property
+    def results(self) -> list[RankedDocument]:
+        """The kept documents as ranked results (rank 1 first, in the trace's order)."""
+        verdicts = {v.chunk_index: v for v in self.verdicts}
+        return [
+            RankedDocument(document, index, score, rank, text, document_metadata(document), verdicts.get(index))
+            for rank, (document, index, score, text) in enumerate(
+                zip(self.documents, self.indices, self.scores, self.texts or [""] * len(self.indices)), start=1
+            )
+        ]
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -54,15 +93,46 @@ class RerankTrace:
             "verdicts": [v.to_dict() for v in self.verdicts],
             "order": self.order,
             "top_k": self.top_k,
+            "results": [r.to_dict() for r in self.results],
         }
 
 
-def _generate(generator: RationaleGenerator, query: str) -> object:
-    if hasattr(generator, "generate"):
-        return generator.generate(query)
-    if callable(generator):
-        return generator(query)
-    raise ConfigError(f"rationale_generator of type {type(generator).__name__} is not callable")
+def document_metadata(document: object) -> dict[str, Any]:
+    """The caller's metadata of a document: a mapping's ``metadata`` plus its other non-text
+    keys, or an object's ``.metadata`` mapping (LangChain-like); ``{}`` for a string."""
+    if isinstance(document, Mapping):
+        meta = dict(document["metadata"]) if isinstance(document.get("metadata"), Mapping) else {}
+        extra = {str(k): v for k, v in document.items() if k not in ("text", "content", "page_content", "metadata")}
+        return {**extra, **meta}
+    meta = getattr(document, "metadata", None)
+    return dict(meta) if isinstance(meta, Mapping) else {}
+
+
+def _takes_documents(function: Callable[..., object]) -> bool:
+    """Whether ``function`` accepts a second argument (METEORA's ``generator(query, documents)``)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature: call with the query only
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters) or any(p.name == "documents" for p in parameters):
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+def _generate(generator: RationaleGenerator, query: str, documents: Sequence[str]) -> object:
+    """Call a rationale generator as METEORA does: with ``(query, documents)`` when it takes
+    both, else with the query; ``.generate``/``.complete``/``.invoke`` before ``__call__``."""
+    method = next((getattr(generator, name) for name in _GENERATOR_METHODS if callable(getattr(generator, name, None))), None)
+    function = method if method is not None else generator if callable(generator) else None
+    if function is None:
+        raise ConfigError(
+            f"rationale_generator of type {type(generator).__name__} is not callable and has no .generate(), "
+            ".complete() or .invoke()"
+        )
+    answer = function(query, list(documents)) if _takes_documents(function) else function(query)
+    content = getattr(answer, "content", None)  # a chat message object
+    return content if isinstance(content, str) and not isinstance(answer, (str, Sequence)) else answer
 
 
 def resolve_rationales(
@@ -71,8 +141,11 @@ def resolve_rationales(
     generator: RationaleGenerator | None,
     *,
     fallback_to_query: bool,
+    documents: Sequence[str] = (),
 ) -> tuple[list[Rationale], str]:
     """Pick the rationales for a query: given → generated → the query itself.
+
+    A generator that takes two arguments is called with ``(query, documents)``.
 
     Returns:
         The rationales and their source: ``"given"``, ``"generated"`` or ``"query-fallback"``.
@@ -85,7 +158,7 @@ def resolve_rationales(
         if given:
             return given, "given"
     if generator is not None:
-        generated = as_rationales(_generate(generator, query))
+        generated = as_rationales(_generate(generator, query, documents))
         if generated:
             return generated, "generated"
     if fallback_to_query and isinstance(query, str) and query.strip():
@@ -100,21 +173,24 @@ class MeteoraReranker:
 
     Args:
         encoder: any encoder (``.encode(list[str])`` or a callable).
-        rationale_generator: callable ``query -> text | list`` or object with ``.generate``;
-            used when no rationales are passed.
-        verifier: callable or object with ``.verify`` (see :mod:`meteora_edge.selection.verification`).
+        rationale_generator: callable ``query -> text | list`` or ``(query, documents) -> …``, or an
+            object with ``.generate``/``.complete``/``.invoke``; used when no rationales are passed.
+        verifier: a verifier or text model (see :mod:`meteora_edge.selection.verification`);
+            wrap a model in :class:`MeteoraVerifier` for ``fail_closed=False``.
         fallback_to_query_rationale: use the query as the only rationale when none are available.
         expansion_window: neighbours added around selected positions (0: documents are
             independent retrieval results).
         elbow_z_threshold: z-score threshold of the pooled elbow.
-        order: ``"score"`` (best first) or ``"document"`` (input order).
+        order: ``"score"`` (best first) or ``"document"`` (input order; METEORA's ``"input"`` and
+            ``"context"`` mean the same).
         top_k: optional cap on the number of documents returned, applied last.
 
     Example:
         >>> from meteora_edge import HashingEncoder, MeteoraReranker
         >>> rr = MeteoraReranker(HashingEncoder())
         >>> docs = [{"text": "Rent is due monthly."}, {"text": "Tenant may terminate with notice."}]
-        >>> rr.filter("when may the tenant terminate", docs) == [docs[1]]
+        >>> kept = rr.filter("when may the tenant terminate", docs)   # the caller's objects, best first
+        >>> kept[0] is docs[1]
         True
     """
 
@@ -178,7 +254,8 @@ class MeteoraReranker:
         do_verify = self.verifier is not None if verify is None else bool(verify)
 
         chosen, source = resolve_rationales(
-            query, rationales, self.rationale_generator, fallback_to_query=self.fallback_to_query_rationale
+            query, rationales, self.rationale_generator, fallback_to_query=self.fallback_to_query_rationale,
+            documents=texts,
         )
         selection = self.selector.select(documents, chosen, chunk_vectors=embed(self.encoder, texts))
         scores = selection.scores()
@@ -204,6 +281,7 @@ class MeteoraReranker:
             verified=do_verify,
             order=order,
             top_k=top_k,
+            texts=[texts[i] for i in kept],
         )
 
     def rerank(
@@ -216,9 +294,8 @@ class MeteoraReranker:
         verify: bool | None = None,
         order: Order | None = None,
     ) -> list[RankedDocument]:
-        """Like :meth:`trace`, returning ``(document, index, score)`` records."""
-        result = self.trace(query, documents, rationales=rationales, top_k=top_k, verify=verify, order=order)
-        return [RankedDocument(d, i, s) for d, i, s in zip(result.documents, result.indices, result.scores)]
+        """Like :meth:`trace`, returning :class:`RankedDocument` results (rank, index, text, score, …)."""
+        return self.trace(query, documents, rationales=rationales, top_k=top_k, verify=verify, order=order).results
 
     def filter(
         self,
@@ -235,8 +312,10 @@ class MeteoraReranker:
 
 
 def _check_order(order: object) -> Order:
+    if order in ("input", "context"):  # METEORA's other names for document order
+        return "document"
     if order not in ("score", "document"):
-        raise ConfigError(f"order must be 'score' or 'document', got {order!r}")
+        raise ConfigError(f"order must be 'score' or 'document' (or 'input'/'context'), got {order!r}")
     return order  # type: ignore[return-value]
 
 

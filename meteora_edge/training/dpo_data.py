@@ -8,6 +8,9 @@ A *record* is one query with its preferences, in one of two forms:
 * labelled candidates: ``{"query": …, "candidates": [{"rationales": …, "selected": [ids]}, …],
   "gold": [ids]}`` — each candidate is a rationale set and the chunk ids ECSE selected with it.
 
+METEORA's own record shapes and key names (``preferred_rationales``, ``rationale_candidates``
+with ``correct_chunks``, ``question``, …) are read too: see :mod:`meteora_edge.training.dpo_records`.
+
 Labelling rule for candidates (score = F1 of ``selected`` against ``gold``):
 preferred are the candidates with the best score, provided it is above 0 (ties all kept,
 in input order); rejected are the candidates with no gold hit at all, or whose score is at
@@ -43,6 +46,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import ConfigError, InputError
+from ..evaluation import precision_recall_f1
+from .dpo_records import meteora_record
 from ..selection.llm_generator import LlamaRationaleGenerator, load_sample_shots
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, LocalLLM
 from ..selection.rationales import Rationale, as_rationales, format_rationales
@@ -114,11 +119,7 @@ def _ids(label: str, value: object) -> list[int | str]:
 
 
 def _f1(selected: Sequence[int | str], gold: set[int | str]) -> float:
-    hits = len(set(selected) & gold)
-    if not hits:
-        return 0.0
-    precision, recall = hits / len(set(selected)), hits / len(gold)
-    return 2 * precision * recall / (precision + recall)
+    return precision_recall_f1(selected, gold).f1
 
 
 def label_candidates(
@@ -232,7 +233,8 @@ def _evidence(label: str, record: Mapping[str, Any]) -> list[str]:
 
 
 def _record_rows(position: int, record: Mapping[str, Any], options: _Options) -> list[dict[str, Any]]:
-    query = record.get("query")
+    record = meteora_record(record, position=position) if isinstance(record, Mapping) else record
+    query = record.get("query") if isinstance(record, Mapping) else None
     label = f"record {position}" + (f" ({query[:60]!r})" if isinstance(query, str) else "")
     if not isinstance(query, str) or not query.strip():
         raise InputError(f"{label}: missing or empty key 'query'; every record needs a query string")

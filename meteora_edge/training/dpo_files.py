@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -16,14 +17,16 @@ __all__ = ["read_records", "read_pairs", "write_splits"]
 
 
 def read_records(path: str | os.PathLike[str]) -> list[dict[str, Any]]:
-    """Read preference records from a JSON list, ``{"records": [...]}`` or JSONL (one object a line).
+    """Read preference records from a JSON list, JSONL (one object a line), or an object holding
+    the list under ``records`` (or METEORA's ``examples``, ``data``, ``tests``, ``results``).
 
     Raises:
         InputError: the file is missing, malformed, empty, or holds something other than objects.
     """
     data = read_json_or_jsonl(path)
     if isinstance(data, dict):
-        data = data["records"] if isinstance(data.get("records"), list) else [data]
+        key = next((k for k in ("records", "examples", "data", "tests", "results") if isinstance(data.get(k), list)), None)
+        data = data[key] if key else [data]
     if not isinstance(data, list):
         raise InputError(f"{path} must hold records: JSONL, a JSON list or {{\"records\": [...]}}; got {type(data).__name__}")
     if not data:
@@ -54,6 +57,8 @@ def write_splits(data: PreparedData, output_dir: str | os.PathLike[str]) -> dict
     texts = {SPLIT_FILES[name]: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in data.splits[name]) for name in SPLITS}
     texts["dpo_prepare.json"] = json.dumps(data.summary, indent=2) + "\n"
     temporary: dict[str, str] = {}
+    created = not out.exists()
+    done = False
     try:
         out.mkdir(exist_ok=True)
         for name, text in texts.items():
@@ -66,11 +71,18 @@ def write_splits(data: PreparedData, output_dir: str | os.PathLike[str]) -> dict
                 os.fsync(handle.fileno())
         for name, tmp in temporary.items():
             os.replace(tmp, out / name)
+        done = True
     except OSError as exc:
         raise InputError(f"cannot write {out}: {exc.strerror or exc}") from None
+    except UnicodeEncodeError:
+        raise InputError(f"cannot write {out}: a row holds a lone surrogate, which is not valid Unicode; "
+                         "fix the input it came from") from None
     finally:
         for tmp in temporary.values():
             Path(tmp).unlink(missing_ok=True)
+        if created and not done:
+            with contextlib.suppress(OSError):
+                out.rmdir()  # the folder this call made, now empty again
     paths = {name: out / SPLIT_FILES[name] for name in SPLITS}
     paths["summary"] = out / "dpo_prepare.json"
     return paths

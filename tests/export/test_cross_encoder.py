@@ -117,10 +117,11 @@ def test_cli_export_cross_encoder(tiny_classifier, tmp_path):
 def test_select_uses_the_bundles_cross_encoder_rung(ce_bundle, tmp_path):
     chunks = tmp_path / "chunks.json"
     chunks.write_text(json.dumps(["either party may terminate", "fees are due monthly", "governing law"]))
-    base = ["select", "--chunks", str(chunks), "-q", "who may terminate", "--bundle", str(ce_bundle), "--compact"]
+    base = ["select", "--chunks", str(chunks), "-q", "who may terminate", "--bundle", str(ce_bundle), "--compact",
+            "--trace"]
     auto = CliRunner().invoke(main, [*base, "--tau", "0.0"])
     assert auto.exit_code == 0, auto.output
-    data = json.loads(auto.output)
+    data = json.loads(auto.stdout)
     assert data["trace"]["config"]["rung"] == "cross-encoder"
     assert all(c.get("relevance") is not None for c in data["trace"]["candidates"] if c.get("verified") is not None)
     explicit = CliRunner().invoke(main, [*base, "--verification", "cross-encoder"])

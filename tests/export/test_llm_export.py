@@ -1,7 +1,7 @@
 """Export round trip: a tiny random Llama made in the test → GGUF F16 → Q8_0 / Q4_K_M → runtime → verdict.
 
-``tiny_llama`` and ``converter`` are session fixtures in conftest.py; the converter comes from the
-llama-cpp-python sdist, fetched once per session with pip (PyPI).
+``tiny_llama`` and ``converter`` are session fixtures in conftest.py; the converter comes from the cache
+that scripts/setup-dev.sh fills from the llama-cpp-python sdist (tests/converter_cache.py).
 A random model writes junk, so the assertion is that the schema-constrained answer still
 parses into a valid verdict.
 """

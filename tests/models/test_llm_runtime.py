@@ -184,7 +184,9 @@ def test_verifier_accepts_a_valid_answer_and_asks_with_the_schema_grammar():
     assert call["max_tokens"] == verifier.max_answer_tokens and call["temperature"] == 0.0
     assert type(call["grammar"]).__name__ == "LlamaGrammar"
     fake.replies.append(VALID)
-    assert verifier.verify(request()) == {"relevant": True, "flagged": False, "reason": "states the notice period", "flag_types": []}
+    answer = verifier.verify(request())
+    assert (answer.relevant, answer.flagged, answer.reason, answer.flag_types) == (True, False, "states the notice period", ())
+    assert answer.raw == VALID  # the model's own text travels with the verdict
 
 
 def test_flag_types_of_an_unflagged_verdict_are_dropped():
@@ -311,7 +313,9 @@ def test_generator_prompt_is_few_shot_with_the_query_last():
     assert "exactly 2 rationale(s)" in text and "in leases" in text and "Flag Instructions" in text
     assert text.count("<|im_start|>assistant\n<rationale_1>[L1]") == 2  # each shot answered
     assert "<rationale_3>" not in text  # shots trimmed to N
-    assert text.endswith("Query: Can the landlord keep the deposit?\nRationales:<|im_end|>\n<|im_start|>assistant\n")
+    # the answer is started with the first tag, so the model numbers from 1
+    assert text.endswith("Query: Can the landlord keep the deposit?\nRationales:<|im_end|>\n<|im_start|>assistant\n"
+                         "<rationale_1>")
 
 
 def test_generator_without_flag_instructions_strips_them_everywhere():

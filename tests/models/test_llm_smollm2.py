@@ -9,13 +9,15 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from meteora_edge import HashingEncoder, LlamaRationaleGenerator, LlamaVerifier, LocalLLM, MeteoraReranker, Rationale
-from meteora_edge.cli import core_commands
+from meteora_edge.cli import select_command
 from meteora_edge.cli.main import main
 from meteora_edge.errors import ModelError
 from meteora_edge.selection.llm_generator import load_sample_shots
@@ -108,13 +110,25 @@ def test_cli_imports_the_model_and_selects_with_both_roles(tmp_path, monkeypatch
     runner = CliRunner()
     result = runner.invoke(main, ["export", "llm", "--gguf", str(GGUF), "--out", str(bundle)])
     assert result.exit_code == 0, result.output
-    monkeypatch.setattr(core_commands, "encoder_from_options", lambda *a: HashingEncoder())  # llm-only bundle
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())  # llm-only bundle
     chunks = tmp_path / "chunks.json"
     chunks.write_text(json.dumps(CHUNKS))
     result = runner.invoke(main, ["select", "--chunks", str(chunks), "--query", "Who may terminate?", "--bundle",
                                   str(bundle), "--generate-rationales", "--num-rationales", "2", "--verify",
-                                  "--context-size", "2048"])
+                                  "--context-size", "2048", "--trace"])
     assert result.exit_code == 0, result.output
-    data = json.loads(result.output)
+    data = json.loads(result.stdout)
     assert data["rationale_source"] in ("generated", "query-fallback") and data["rationales"]
     assert data["verdicts"] and all(isinstance(v["accepted"], bool) for v in data["verdicts"])
+
+
+def test_llama_cpps_own_logging_is_quiet_unless_verbose(tmp_path):
+    chunks = tmp_path / "chunks.json"
+    chunks.write_text(json.dumps(CHUNKS))
+    args = ["select", "--chunks", str(chunks), "-q", "Who may terminate?", "--tokenizer", str(GGUF), "--t-max", "40"]
+    quiet = subprocess.run([sys.executable, "-m", "meteora_edge", *args], capture_output=True, text=True)
+    assert quiet.returncode == 0, quiet.stderr
+    assert "n_ctx" not in quiet.stderr and "llama_" not in quiet.stderr
+    loud = subprocess.run([sys.executable, "-m", "meteora_edge", "--verbose", *args], capture_output=True, text=True)
+    assert loud.returncode == 0 and "n_ctx_seq" in loud.stderr
+    assert json.loads(quiet.stdout)["passages"] == json.loads(loud.stdout)["passages"]

@@ -58,3 +58,32 @@ def test_tokenizer_json_counter_counts_real_subword_tokens(tmp_path):
     tok.save(str(tmp_path / "tokenizer.json"))
     counter = load_token_counter(tmp_path / "tokenizer.json")
     assert counter.count(["termination notice", "notice"]) == [3, 1]
+
+
+# -- a long whitespace-free run is not one token --------------------------------------------------
+
+def test_a_five_megabyte_word_does_not_pass_a_512_token_budget():
+    word = "x" * 5_000_000
+    assert WhitespaceCounter().count([word]) == [1_250_000]  # ceil(characters / 4)
+    decision = pack([word, "either party may terminate"], [0, 1], 512, WhitespaceCounter())
+    assert [d.outcome for d in decision] == ["dropped: larger than the budget", "kept"]
+
+
+@pytest.mark.parametrize(("text", "tokens"), [
+    ("Either party may terminate the agreement.", 6),  # ordinary words: one each, as before
+    ("internationalisation", 5),                       # 20 characters: ceil(20 / 4)
+    ("a" * 16 + " b", 2),                              # 16 characters is still one word
+    ("https://example.org/" + "q" * 80, 25),            # 100 characters
+    ("", 0),
+])
+def test_whitespace_counting(text, tokens):
+    assert WhitespaceCounter().count([text]) == [tokens]
+
+
+def test_the_pipeline_drops_a_huge_word_chunk_under_the_default_counter():
+    from meteora_edge import EvidencePipeline, PipelineConfig
+
+    word = "terminate" * 600_000  # one 5.4 MB run that mentions the query word
+    config = PipelineConfig(t_max=512, max_chunk_chars=10_000_000, verification="none", use_ecse=False, n_min=None)
+    result = EvidencePipeline(config).run("terminate", passages=[word, "either party may terminate"])
+    assert result.passages == ["either party may terminate"] and result.tokens <= 512

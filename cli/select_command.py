@@ -1,0 +1,225 @@
+"""``select``: evidence selection over given chunks or a local index.
+
+Every input is checked before any model loads (files, output path, index, tokenizer, bundle),
+the models load in order of cost (encoder, cross-encoder, then the GGUF model), and the result
+is printed by :mod:`meteora_edge.cli.select_output`.
+"""
+
+from __future__ import annotations
+
+import click
+
+from meteora_edge.documents import check_unicode, document_texts
+from meteora_edge.errors import InputError
+from meteora_edge.fileio import read_chunks_file, write_text_atomic
+from meteora_edge.pipeline.budget import load_token_counter
+from meteora_edge.pipeline.engine import EvidencePipeline
+from meteora_edge.pipeline.ladder import choose_rung
+from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, check_llm_bundle, llm_roles, llm_scorer
+
+from .encoder_option import (
+    bundle_option,
+    cache_option,
+    context_size_option,
+    cross_encoder_from_options,
+    encoder_from_options,
+    llm_threads_option,
+    precision_option,
+    threads_option,
+    tokenizer_option,
+)
+from .index_location import INDEX_HELP, check_encoder, open_index
+from .output import check_output_path, stdout_is_unicode
+from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
+from .select_output import DETAILS, FORMATS, render
+
+HASHING_NOTE = ("note: no --bundle (or METEORA_EDGE_BUNDLE) given, so the hashing encoder is used: it matches words, "
+                "not meaning; give --bundle DIR for semantic selection")
+
+
+def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trace: bool) -> tuple[str, str]:
+    if fmt and legacy and fmt != legacy:
+        raise InputError(f"--{legacy} conflicts with --format {fmt}; give one")
+    if trace and detail == "summary":
+        raise InputError("--trace asks for the full record; it conflicts with --detail summary")
+    return fmt or legacy or "json", "full" if trace else detail or "summary"
+
+
+@click.command()
+@click.option("--chunks", "chunks_file", default=None, help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks.")
+@click.option("--index", "index_dir", default=None, help=INDEX_HELP)
+@click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
+@click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
+@click.option("--rationales", "rationale_files", multiple=True,
+              help="File of rationales (tagged text, a JSON list, or {\"rationales\"|\"response\": …}); or 'auto' (the "
+                   "default without rationales and LLM: the question's parts and a second hop, written by rule), "
+                   "'query' (the question alone) or 'llm+auto' (with --generate-rationales: the model's rationales "
+                   "join the rule-written ones).")
+@click.option("--use-query-as-rationale", is_flag=True, help="Add the query to the given rationales.")
+@click.option("--expansion-window", type=click.IntRange(min=0), default=None, help=WINDOW_HELP)
+@click.option("--elbow-z", type=float, default=1.0, show_default=True, help="z-score threshold of the pooled elbow.")
+@click.option("--no-ecse", is_flag=True, help="Skip ECSE selection (pure MeVe: verify every candidate).")
+@click.option("--k-init", type=click.IntRange(min=1), default=None, help="Candidates fetched from the index by kNN (and BM25) [50].")
+@click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default=None,
+              help="How chunks are scored: cosine + BM25 standardised and added (hybrid, the default), cosine "
+                   "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
+@click.option("--pooled-z", type=float, default=None,
+              help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
+@click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
+              help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
+@click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
+@click.option("--n-min", type=click.IntRange(min=0), default=None, help="BM25 fallback below this many chunks [3 with --index].")
+@click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
+@click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")
+@click.option("--oversize", type=click.Choice(["drop", "truncate"]), default="drop", show_default=True,
+              help="A chunk larger than the whole budget is dropped or cut to fit.")
+@tokenizer_option
+@bundle_option
+@threads_option
+@precision_option
+@cache_option
+@click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
+@click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
+@click.option("--rationale-prompt", type=click.Choice(RATIONALE_PROMPTS), default="hops", show_default=True,
+              help="Generated rationales: one per hop of the question, or METEORA's general few-shot prompt.")
+@click.option("--sample-shots", default=None,
+              help="Few-shot examples for --generate-rationales (JSON, JSONL or text; METEORA's forms; they use "
+                   "METEORA's prompt) [the shipped ones].")
+@click.option("--domain", default=None, help="Subject named in the GGUF prompts, e.g. 'online store policies'.")
+@click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
+@click.option("--verify-batch", type=click.IntRange(1, 64), default=1, show_default=True,
+              help="Chunks the GGUF verifier judges per prompt (1: one at a time, as METEORA).")
+@click.option("--llm-rerank", is_flag=True,
+              help="Let the bundle's GGUF model score ECSE's best candidates and re-cut them with ECSE's scores.")
+@llm_threads_option
+@context_size_option
+@click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
+              help="json (default: the stable object), jsonl (a passage a line), table, or text (passages ready for a prompt).")
+@click.option("--detail", type=click.Choice(DETAILS), default=None,
+              help="summary (default: passages + a line per phase) or full (every candidate, verdict and stage).")
+@click.option("--trace", "full_trace", is_flag=True, help="The full record: --detail full (JSON unless --format is given).")
+@click.option("--json", "legacy", flag_value="json", default=None, hidden=True)
+@click.option("--table", "legacy", flag_value="table", hidden=True)
+@click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the result here instead of stdout.")
+@click.option("--compact", is_flag=True, help="One-line JSON.")
+def select(
+    chunks_file: str | None,
+    index_dir: str | None,
+    query: str | None,
+    rationale_texts: tuple[str, ...],
+    rationale_files: tuple[str, ...],
+    use_query_as_rationale: bool,
+    expansion_window: int | None,
+    elbow_z: float,
+    no_ecse: bool,
+    k_init: int | None,
+    scoring: str | None,
+    pooled_z: float | None,
+    verification: str | None,
+    tau: float | None,
+    n_min: int | None,
+    theta: float | None,
+    t_max: int | None,
+    oversize: str,
+    tokenizer: str | None,
+    bundle: str | None,
+    threads: int,
+    precision: str,
+    generate_rationales: bool,
+    num_rationales: int,
+    rationale_prompt: str,
+    sample_shots: str | None,
+    domain: str | None,
+    llm_verify: bool,
+    verify_batch: int,
+    llm_rerank: bool,
+    llm_threads: int,
+    context_size: int | None,
+    fmt: str | None,
+    detail: str | None,
+    full_trace: bool,
+    legacy: str | None,
+    output: str | None,
+    compact: bool,
+) -> None:
+    """Select the evidence worth sending to an answer model.
+
+    With --chunks, ECSE selects among the given chunks (and any of --tau/--n-min/--theta/--t-max
+    adds that phase). With --index, the whole pipeline runs over a local index or a Milvus
+    collection: kNN, ECSE, verification, BM25 fallback, de-duplication and the token budget.
+
+    Prints every selected passage with its id, source, offsets, score, tokens and metadata,
+    and one summary line per phase; --trace gives the full record.
+    """
+    # 1. options and input files, before anything loads
+    if (chunks_file is None) == (index_dir is None):
+        raise InputError("give exactly one of --chunks FILE or --index DIR|milvus://…")
+    fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
+    if output:
+        check_output_path(output)
+    if query:
+        check_unicode(query, "--query")
+    has_query = bool(query and query.strip())
+    if index_dir and not has_query:
+        raise InputError("--index needs a non-empty --query")
+    chunks = read_chunks_file(chunks_file) if chunks_file else None
+    if chunks is not None:
+        document_texts(chunks)  # every chunk has a text, before anything loads
+    rationale_files, strategy = split_strategy(rationale_files)
+    rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
+    if strategy and (rationales or (generate_rationales and strategy != "llm+auto")):
+        raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
+    if generate_rationales and rationales:
+        raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
+    if generate_rationales and not has_query:
+        raise InputError("--generate-rationales needs a non-empty --query")
+    if (sample_shots or domain) and not (generate_rationales or llm_verify or verification == "llm"):
+        raise InputError("--sample-shots and --domain shape the GGUF prompts; add --generate-rationales or --verify")
+    llm_verify = llm_verify or verification == "llm"
+    if llm_verify and verification not in (None, "llm", "auto"):
+        raise InputError(f"--verify uses the LLM verifier; it conflicts with --verification {verification}")
+    verification = "llm" if llm_verify else verification
+    shots = None
+    if sample_shots:
+        from meteora_edge.selection.sample_shots import check_shots, load_sample_shots
+
+        shots = load_sample_shots(sample_shots)
+        check_shots(shots)
+    config = pipeline_config(
+        index_dir is not None, chunks=chunks, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z, verification=verification,
+        tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
+        scoring=scoring, strategy=strategy, pooled_z=pooled_z, verification_batch=verify_batch,
+    )
+    counter = load_token_counter(tokenizer)
+    index = open_index(index_dir) if index_dir else None
+    check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
+    check_llm_bundle(bundle, generate=llm_rerank, verify=False, role="--llm-rerank needs a GGUF model")
+
+    # 2. models, cheapest first
+    if bundle is None:
+        click.echo(HASHING_NOTE, err=True)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=index.encoder_id if index else None)
+    if index is not None:
+        check_encoder(index, encoder, index_dir)  # type: ignore[arg-type]
+    cross_encoder = cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None
+    choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
+    generator, verifier = llm_roles(
+        bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads, context_size=context_size,
+        num_rationales=num_rationales, sample_shots=shots, domain=domain, batch=verify_batch, prompt=rationale_prompt,
+    )
+    scorer = llm_scorer(bundle, shared=generator or verifier, threads=llm_threads,
+                        context_size=context_size) if llm_rerank else None
+    pipeline = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator, verifier=verifier,
+                                cross_encoder=cross_encoder, token_counter=counter, relevance_scorer=scorer)
+
+    # 3. run and print
+    result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
+    text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
+                         chunks_file=chunks_file, compact=compact, ascii_json=not output and not stdout_is_unicode())
+    if output:
+        write_text_atomic(output, text)
+        click.echo(f"wrote {output}", err=True)
+    else:
+        click.echo(text, nl=False)
+    for line in notes:
+        click.echo(line, err=True)

@@ -1,0 +1,114 @@
+"""``select``'s inputs: rationale files and the pipeline settings from the options."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from pathlib import Path
+
+from meteora_edge.documents import check_unicode
+from meteora_edge.errors import InputError
+from meteora_edge.fileio import read_json_file, read_text_file
+from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig, select_config
+from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
+
+WINDOW_HELP = (
+    "Neighbours added on each side of every chunk ECSE selects (METEORA's expansion). "
+    "Default: 1 when --chunks is one ordered document (every chunk has start_pos/end_pos offsets "
+    "from one source, as 'meteora-edge chunk' writes them), else 0: for independent passages "
+    "or kNN results a neighbour is noise."
+)
+
+
+def _rationales_from_json(data: object, path: str) -> list[Rationale]:
+    if isinstance(data, dict):
+        if "rationales" in data:
+            data = data["rationales"]
+        elif isinstance(data.get("response"), str):  # METEORA: {"response": "<rationale_1>…"}
+            data = data["response"]
+        else:
+            raise InputError(f"{path} holds an object without 'rationales' or 'response'")
+    return as_rationales(data)
+
+
+def load_rationales(path: str) -> list[Rationale]:
+    """Rationales from a file: JSON (a list, ``{"rationales": …}`` or ``{"response": "<rationale_1>…"}``)
+    or text in any form :func:`parse_rationales` reads — including text that starts with ``[Label]``."""
+    if Path(path).suffix.lower() == ".json":
+        return _rationales_from_json(read_json_file(path), path)
+    text = read_text_file(path)
+    if text.lstrip()[:1] in ("[", "{"):
+        try:
+            data = json.loads(text)
+        except (json.JSONDecodeError, RecursionError):
+            return parse_rationales(text)  # "[Label] …" is tagged text, not broken JSON
+        return _rationales_from_json(data, path)
+    return parse_rationales(text)
+
+
+def split_strategy(files: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
+    """``--rationales auto``/``query``/``llm+auto`` name a strategy, not a file: (the files, the strategy or None)."""
+    strategies = [f for f in files if f in RATIONALE_STRATEGIES]
+    if len(set(strategies)) > 1:
+        raise InputError("give one of --rationales auto, query or llm+auto, not several")
+    return tuple(f for f in files if f not in RATIONALE_STRATEGIES), strategies[0] if strategies else None
+
+
+def gather_rationales(
+    query: str | None, texts: tuple[str, ...], files: tuple[str, ...], use_query: bool
+) -> list[Rationale]:
+    """Rationales from --rationale, --rationales (and the query on request), renumbered 1..N.
+
+    Empty when only a query is given: the pipeline then generates rationales, writes them by
+    rule (``auto``) or uses the query.
+    """
+    collected: list[Rationale] = []
+    for text in texts:
+        collected += as_rationales([text])
+    for path in files:
+        found = load_rationales(path)
+        if not found:
+            raise InputError(f"{path} holds no rationale")
+        collected += found
+    has_query = bool(query and query.strip())
+    if use_query and not has_query:
+        raise InputError("--use-query-as-rationale needs a non-empty --query")
+    if not collected and not has_query:
+        raise InputError("no rationale and no query; give --rationale TEXT, --rationales FILE or --query Q")
+    if has_query and use_query:
+        collected.append(Rationale(text=" ".join(query.split())))  # type: ignore[union-attr]
+    for i, r in enumerate(collected, start=1):
+        for part in (r.text, r.label, r.flag_instructions):
+            if part:
+                check_unicode(part, f"rationale {i}")
+    return [Rationale(r.text, i, r.label, r.flag_instructions) for i, r in enumerate(collected, start=1)]
+
+
+def pipeline_config(
+    from_index: bool,
+    *,
+    chunks: Sequence[object] | None,
+    k_init: int | None,
+    expansion_window: int | None,
+    elbow_z: float,
+    verification: str | None,
+    tau: float | None,
+    n_min: int | None,
+    theta: float | None,
+    t_max: int | None,
+    oversize: str,
+    no_ecse: bool,
+    scoring: str | None = None,
+    strategy: str | None = None,
+    pooled_z: float | None = None,
+    verification_batch: int | None = None,
+) -> PipelineConfig:
+    """The options as :func:`~meteora_edge.pipeline.config.select_config` settings (an option not
+    given is left out: index runs use the pipeline defaults, given chunks run only the phases asked for)."""
+    settings = {
+        "k_init": k_init, "scoring": scoring, "rationales": strategy, "pooled_z": pooled_z, "use_ecse": not no_ecse,
+        "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
+        "tau_relevance": tau, "oversize": oversize, "verification_batch": verification_batch,
+    }
+    settings.update((k, v) for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None)
+    return select_config(settings, from_index=from_index, chunks=chunks)

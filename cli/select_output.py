@@ -1,0 +1,93 @@
+"""What ``select`` prints: the JSON object of :mod:`meteora_edge.pipeline.report` in four formats.
+
+The JSON shape (``format: meteora-edge.selection``, ``version: 1``) is the stable machine
+interface, built in the library so the ``serve`` API and the adapters return exactly the
+same object; here it is printed as JSON, one passage a line, a table or prompt-ready text.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import PurePath
+from typing import Any
+
+from meteora_edge.pipeline.engine import PipelineResult
+from meteora_edge.pipeline.report import DETAILS, passage_records, selection_json
+
+__all__ = ["DETAILS", "FORMATS", "render"]
+
+FORMATS = ("json", "jsonl", "table", "text")
+
+
+def _phase_lines(result: PipelineResult) -> list[str]:
+    return [f"{p.name:<11} {p.summary}" for p in result.trace.phases]
+
+
+def _where(row: Mapping[str, Any], *, short: bool = False) -> str:
+    source = str(row["source"] or "-")
+    if short and len(source) > 20:
+        source = PurePath(source).name  # the table shows the file name; JSON keeps the path
+    if row["start_pos"] is not None and row["end_pos"] is not None:
+        source += f":{row['start_pos']}-{row['end_pos']}"
+    return source
+
+
+def render(
+    result: PipelineResult,
+    *,
+    fmt: str,
+    detail: str,
+    query: str | None,
+    index_mode: bool,
+    chunks_file: str | None,
+    compact: bool = False,
+    width: int = 120,
+    ascii_json: bool = False,
+) -> tuple[str, list[str]]:
+    """The text for stdout (or ``--output``) and the lines for stderr, for one format.
+
+    ``json``: the object of :func:`selection_json`. ``jsonl``: one passage record a line (the
+    phase summaries go to stderr). ``table``: a row per passage and a line per phase (``full``:
+    the trace table with every candidate). ``text``: each passage under a citation header,
+    ready to paste into a prompt (phase summaries to stderr). ``ascii_json`` writes JSON with
+    ``\\u`` escapes, for a terminal that is not Unicode.
+    """
+    if fmt == "json":
+        data = selection_json(result, query=query, index_mode=index_mode, default_source=chunks_file,
+                              detail=detail)
+        return json.dumps(data, ensure_ascii=ascii_json, indent=None if compact else 2) + "\n", []
+    rows = passage_records(result, index_mode=index_mode, default_source=chunks_file, detail=detail)
+    if fmt == "jsonl":
+        return "".join(json.dumps(r, ensure_ascii=ascii_json) + "\n" for r in rows), _phase_lines(result)
+    if fmt == "table":
+        if detail == "full":
+            return result.trace.to_table(width=width) + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", []
+        return _table(rows, result, query, width), []
+    blocks = [f"[{r['rank']}] id {r['id']} · {_where(r)} · score {r['score']:.3f} · {r['tokens']} tokens\n{r['text']}"
+              for r in rows]
+    text = "\n\n".join(blocks) + "\n" if blocks else ""
+    extra = [result.trace.to_table(width=width)] if detail == "full" else []
+    return text, extra + _phase_lines(result)
+
+
+def _table(rows: Sequence[Mapping[str, Any]], result: PipelineResult, query: str | None, width: int) -> str:
+    selection = result.trace.phase("selection").details
+    lines = [f"query: {query}"] if query else []
+    for r in selection["rationales"]:
+        line = f"rationale {r['index']} ({selection['rationale_source']}): " + (f"[{r['label']}] " if r["label"] else "")
+        line += r["text"] + (f" | flag: {r['flag_instructions']}" if r["flag_instructions"] else "")
+        lines.append(line if len(line) <= width else line[: width - 1] + "…")
+    header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<28} text"
+    lines += [header, "-" * len(header)]
+    for r in rows:
+        where = _where(r, short=True)
+        where = where if len(where) <= 28 else "…" + where[-27:]
+        room = max(20, width - len(header) + 4)
+        text = " ".join(r["text"].split())
+        lines.append(f"{r['rank']:>3} {str(r['id']):>6} {r['score']:7.3f} {str(r['tokens']):>5}  {where:<28} "
+                     f"{text if len(text) <= room else text[: room - 1] + '…'}")
+    if not rows:
+        lines.append("(no passage selected)")
+    lines += ["", f"{len(rows)} passage{'' if len(rows) == 1 else 's'}, {result.tokens} tokens"] + _phase_lines(result)
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,290 @@
+"""How an index lives on disk: immutable generation folders, an atomic pointer, a writer lock.
+
+Layout (format 2)::
+
+    my.index/
+      manifest.json           the pointer: {"format", "format_version": 2, "generation": "gen-000003-1f2e3d4c"}
+      .writer.lock            the writer lock (flock through ``filelock``; stays in place)
+      gen-000003-1f2e3d4c/    the live generation, never modified after the pointer names it
+        manifest.json         encoder, chunking, count, last write, sha256 and size of every file
+        vectors.npy  chunks.jsonl  chunk_offsets.npy  bm25_*.npy  bm25_vocab.json
+
+Writers take the lock, remove what killed writers left (unnamed generations, pointer
+temporaries), write a new generation (every file and folder fsynced), replace the pointer
+(write a temporary, fsync, ``os.replace``, fsync the folder) and remove the generation it
+superseded. A kill at any moment leaves the pointer naming the old or the new generation,
+both complete.
+
+Readers (:mod:`meteora_edge.index.snapshot`) open the generation the pointer names and
+keep its files open, so they keep reading that version while writers replace it.
+
+Format 1 (every file directly in the folder, ``manifest.json`` the whole manifest) still
+opens; the next write turns it into format 2.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import secrets
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any, BinaryIO, Literal
+
+import numpy as np
+from filelock import FileLock, Timeout
+
+from .manifest import (
+    GENERATION_NAME,
+    INDEX_FORMAT,
+    INDEX_FORMAT_VERSION,
+    MANIFEST,
+    REQUIRED_FILES,
+    check_pointer,
+    generation_files,
+    parse_strict_json,
+)
+from .snapshot import read_small_file
+from ..errors import InputError, LocalIndexError
+from ..fileio import give_normal_permissions
+
+__all__ = ["WRITER_LOCK", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
+
+logger = logging.getLogger(__name__)
+
+WRITER_LOCK = ".writer.lock"
+_POINTER_TMP = (f".{MANIFEST}.", ".tmp")
+
+
+def _fsync_folder(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_DIRECTORY", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def _is_leftover(name: str) -> bool:
+    return name == WRITER_LOCK or bool(GENERATION_NAME.fullmatch(name)) or (
+        name.startswith(_POINTER_TMP[0]) and name.endswith(_POINTER_TMP[1])
+    )
+
+
+def _is_index_marker(path: Path) -> bool:
+    try:
+        data = parse_strict_json(read_small_file(path), str(path))
+    except (OSError, LocalIndexError):
+        return False
+    return isinstance(data, dict) and data.get("format") == INDEX_FORMAT
+
+
+def target_state(root: Path) -> Literal["free", "index"]:
+    """Whether ``root`` may receive a new index: ``"free"`` or ``"index"`` (an index to replace).
+
+    Free means missing, empty, or holding only what a killed first build left (the lock,
+    unnamed generations). A file, or a folder with anything else, is refused.
+
+    Raises:
+        InputError: ``root`` is a file, or a folder that is not a meteora-edge index.
+    """
+    if not os.path.lexists(root):
+        return "free"
+    refuse = "refusing to touch it; choose another --out"
+    if not root.is_dir():
+        raise InputError(f"{root} exists and is not a folder; {refuse}")
+    try:
+        names = sorted(os.listdir(root))
+    except OSError as exc:
+        raise InputError(f"cannot read {root}: {exc.strerror or exc}") from None
+    if MANIFEST in names:
+        if _is_index_marker(root / MANIFEST):
+            return "index"
+        raise InputError(f"{root} holds a {MANIFEST} that is not a meteora-edge index; {refuse}")
+    strangers = [name for name in names if not _is_leftover(name)]
+    if strangers:
+        more = f" and {len(strangers) - 1} more" if len(strangers) > 1 else ""
+        raise InputError(f"{root} is a folder that is not a meteora-edge index (it holds {strangers[0]!r}{more}); "
+                         f"{refuse}")
+    return "free"
+
+
+@contextmanager
+def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
+    """Hold the writer lock of the index at ``root`` (waiting for another writer to finish).
+
+    Args:
+        root: the index folder.
+        create: create the folder (and its parents) when it does not exist.
+
+    Raises:
+        LocalIndexError: the folder or its lock file cannot be created or opened.
+    """
+    try:
+        if create and not root.exists():
+            root.mkdir(parents=True, exist_ok=True)
+            _fsync_folder(root.parent)
+        lock = FileLock(str(root / WRITER_LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            logger.info("waiting for another writer of %s", root)
+            lock.acquire()
+    except OSError as exc:
+        raise LocalIndexError(f"cannot write the index at {root}: {exc.strerror or exc}") from None
+    try:
+        yield
+    finally:
+        lock.release()
+
+
+class _HashingFile:
+    """A write-only file that hashes and counts what goes through it."""
+
+    def __init__(self, raw: BinaryIO) -> None:
+        self.raw = raw
+        self.digest = hashlib.sha256()
+        self.size = 0
+
+    def write(self, data: bytes | memoryview) -> int:
+        self.raw.write(data)
+        self.digest.update(data)
+        self.size += memoryview(data).nbytes
+        return memoryview(data).nbytes
+
+
+class GenerationWriter:
+    """Writes the files of one new generation folder, each fsynced and hashed as written."""
+
+    def __init__(self, root: Path, after: str | None) -> None:
+        match = GENERATION_NAME.fullmatch(after) if after else None
+        sequence = int(match.group(1)) + 1 if match else 1
+        self.root = root
+        self.name = f"gen-{sequence:06d}-{secrets.token_hex(4)}"
+        self.folder = root / self.name
+        self.files: dict[str, dict[str, Any]] = {}
+        self.folder.mkdir()
+
+    @contextmanager
+    def stream(self, name: str) -> Iterator[_HashingFile]:
+        """Write the file ``name`` through the yielded object; it is fsynced and listed on exit."""
+        with open(self.folder / name, "xb") as raw:
+            out = _HashingFile(raw)
+            yield out
+            raw.flush()
+            os.fsync(raw.fileno())
+        self.files[name] = {"sha256": out.digest.hexdigest(), "size": out.size}
+
+    def write_array(self, name: str, array: np.ndarray) -> None:
+        with self.stream(name) as out:
+            np.save(out, array, allow_pickle=False)
+
+    def write_bytes(self, name: str, data: bytes) -> None:
+        with self.stream(name) as out:
+            out.write(data)
+
+    def finish(self, manifest: dict[str, Any]) -> None:
+        """Write the generation's manifest (with the file list) and fsync the folders."""
+        missing = sorted(set(generation_files(manifest)) - set(self.files))
+        if missing:
+            raise RuntimeError(f"generation is missing {missing}")  # a bug here, not a user error
+        self.write_bytes(MANIFEST, _json_bytes({**manifest, "files": self.files}))
+        _fsync_folder(self.folder)
+        _fsync_folder(self.root)
+
+
+def _json_bytes(data: dict[str, Any]) -> bytes:
+    return (json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
+
+
+def _live_generation(root: Path) -> tuple[str | None, bool]:
+    """(generation the pointer names, whether a format-1 index is live at the top).
+
+    Raises:
+        OSError: the pointer exists but cannot be read (then nothing may be removed).
+    """
+    try:
+        data = parse_strict_json(read_small_file(root / MANIFEST), str(root / MANIFEST))
+    except FileNotFoundError:
+        return None, False
+    except LocalIndexError:  # unreadable JSON: only 'build --overwrite' of a damaged index gets here
+        return None, False
+    if isinstance(data, dict) and data.get("format_version") == 1:
+        return None, True
+    try:
+        return check_pointer(data, str(root / MANIFEST)), False
+    except LocalIndexError:
+        return None, False
+
+
+def _remove_leftovers(root: Path) -> None:
+    """Remove every generation the pointer does not name, pointer temporaries, old top-level files."""
+    live, _ = _live_generation(root)
+    for name in os.listdir(root):
+        path = root / name
+        if GENERATION_NAME.fullmatch(name) and name != live:
+            shutil.rmtree(path, ignore_errors=True)
+        elif (name.startswith(_POINTER_TMP[0]) and name.endswith(_POINTER_TMP[1])) or (
+            live is not None and name in REQUIRED_FILES  # format-1 files once a generation is live
+        ):
+            path.unlink(missing_ok=True)
+
+
+def _names(root: Path, generation: str) -> bool:
+    """Whether the pointer names ``generation`` (an unreadable pointer counts as yes: keep it)."""
+    try:
+        return _live_generation(root)[0] == generation
+    except OSError:
+        return True
+
+
+def _publish(root: Path, generation: str) -> None:
+    """Point the index at ``generation``: write a temporary pointer, fsync it, replace atomically."""
+    fd, tmp = tempfile.mkstemp(dir=root, prefix=_POINTER_TMP[0], suffix=_POINTER_TMP[1])
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(_json_bytes({"format": INDEX_FORMAT, "format_version": INDEX_FORMAT_VERSION,
+                                      "generation": generation}))
+            handle.flush()
+            os.fsync(handle.fileno())
+        give_normal_permissions(tmp)
+        os.replace(tmp, root / MANIFEST)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+
+
+@contextmanager
+def new_generation(root: Path) -> Iterator[GenerationWriter]:
+    """Under the writer lock: clean leftovers, yield a writer, publish its generation on success.
+
+    Whatever fails before the pointer moves (a full disk, a read-only folder, an
+    exception, an interrupt) removes the half-written generation and leaves the index as
+    it was. After the switch the superseded generation is removed; readers that opened it
+    keep reading it through their open descriptors.
+
+    Raises:
+        LocalIndexError: an OSError while writing (the message says the index is unchanged).
+    """
+    writer = None
+    try:
+        _remove_leftovers(root)
+        writer = GenerationWriter(root, _live_generation(root)[0])
+        yield writer
+        _publish(root, writer.name)  # the switch: before it the old version is live, after it the new one
+    except BaseException as exc:
+        if writer is not None and not _names(root, writer.name):  # an interrupt may land just after the switch
+            shutil.rmtree(writer.folder, ignore_errors=True)
+        if isinstance(exc, OSError):
+            raise LocalIndexError(f"cannot write the index at {root}: {exc.strerror or exc}; "
+                                  "the index there is unchanged") from None
+        raise
+    try:
+        _fsync_folder(root)  # makes the switch durable
+        _remove_leftovers(root)
+    except OSError as exc:  # the new version is live either way; leftovers go with the next write
+        logger.warning("after switching %s to %s: %s", root, writer.name, exc)

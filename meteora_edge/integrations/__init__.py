@@ -1,0 +1,9 @@
+"""Using meteora-edge from other programs: a local server and adapters for RAG frameworks.
+
+The last stage; it imports every earlier one and nothing imports it (``import meteora_edge``
+never loads it). ``select_request`` reads a ``/v1/select`` body, ``service`` holds the models
+loaded once and answers it with ``select``'s JSON, ``http_server`` serves that over HTTP
+(extra ``[serve]``: Starlette + uvicorn) and ``stdio`` over JSON lines; ``embedded`` runs the
+pipeline over a framework's documents and ``adapter_model`` holds the fields shared by
+``langchain_compressor`` (extra ``[langchain]``) and ``llamaindex_postprocessor`` (extra ``[llamaindex]``).
+"""

@@ -1,0 +1,289 @@
+"""``meteora-edge serve``'s HTTP API on Starlette + uvicorn (extra ``[serve]``).
+
+Endpoints (JSON in, JSON out; every error is ``{"error": "<one line>"}``):
+
+* ``POST /v1/select`` — a request body (see :mod:`.select_request`) → ``select``'s JSON object;
+* ``GET /v1/index[?name=NAME]`` — ``index info`` of a served index (the first by default);
+* ``GET /v1/health`` — versions, the bundle's identity, the loaded models, the indexes and limits.
+
+Guards, in order: the token (``Authorization: Bearer``, compared in constant time) when one is
+set; on a loopback bind, a ``Host`` header naming the loopback (so a web page cannot reach the
+server through DNS rebinding); ``Content-Type: application/json`` on POST (so a browser cannot
+send a cross-site form post); at most ``workers + queue`` selections at once (more → 503); a
+body of at most ``max_body_bytes`` (more → 413). Selections run in a thread pool of
+``workers`` threads over the shared models.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import logging
+import signal
+import socket
+import threading
+from collections.abc import Callable
+from typing import Any
+
+from ..errors import InputError, MeteoraError, MissingExtraError
+from .service import SelectService, error_status, json_line, one_line
+
+try:
+    import anyio
+    import uvicorn
+    from starlette.applications import Starlette
+    from starlette.datastructures import Headers
+    from starlette.exceptions import HTTPException
+    from starlette.requests import Request
+    from starlette.responses import Response
+    from starlette.routing import Route
+except ImportError as exc:  # pragma: no cover - exercised without the extra
+    raise MissingExtraError(exc.name or "starlette", "serve") from exc
+
+__all__ = ["ServerLimits", "create_app", "check_bind", "is_loopback", "serve_http"]
+
+logger = logging.getLogger(__name__)
+
+LOOPBACK_NAMES = ("localhost", "127.0.0.1", "::1", "[::1]")
+MIN_TOKEN_CHARS = 16
+
+
+class ServerLimits:
+    """How much the server takes at once: worker threads, waiting requests, body bytes."""
+
+    def __init__(self, *, workers: int = 2, queue: int = 16, max_body_bytes: int = 16 * 2**20) -> None:
+        for name, value in (("workers", workers), ("queue", queue), ("max_body_bytes", max_body_bytes)):
+            if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "queue" else 1):
+                raise InputError(f"{name} must be a whole number >= {0 if name == 'queue' else 1}, got {value!r}")
+        self.workers, self.queue, self.max_body_bytes = workers, queue, max_body_bytes
+
+    def to_dict(self) -> dict[str, int]:
+        return {"workers": self.workers, "queue": self.queue, "max_body_bytes": self.max_body_bytes}
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` names this machine only (``localhost``, 127.0.0.0/8, ``::1``)."""
+    if host.strip("[]").lower() == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
+
+
+def check_bind(host: str, token: str | None) -> None:
+    """Refuse a bind that would expose the server without a token, or a weak token.
+
+    Raises:
+        InputError: a non-loopback host without a token, or a token under 16 characters.
+    """
+    if token is not None and len(token) < MIN_TOKEN_CHARS:
+        raise InputError(f"--token must have at least {MIN_TOKEN_CHARS} characters, got {len(token)}; "
+                         "e.g. python -c 'import secrets; print(secrets.token_urlsafe(24))'")
+    if not is_loopback(host) and token is None:
+        raise InputError(f"refusing to listen on {host}, which is not a loopback address, without --token: anyone "
+                         "who can reach it could use the server; give --token SECRET (clients then send "
+                         "'Authorization: Bearer SECRET') or keep the default --host 127.0.0.1")
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> Response:
+    return Response(json_line(data), status_code=status, headers=headers, media_type="application/json")
+
+
+def _error(status: int, message: str, headers: dict[str, str] | None = None) -> Response:
+    return _json({"error": message}, status, headers)
+
+
+def _request_host(headers: Headers) -> str:
+    host = headers.get("host", "")
+    if host.startswith("["):
+        return host[: host.find("]") + 1].lower()
+    return host.rsplit(":", 1)[0].lower()
+
+
+class _Guard:
+    """ASGI middleware: the bearer token and, on a loopback bind, the Host header."""
+
+    def __init__(self, app: Any, *, token: str | None, loopback: bool) -> None:
+        self.app = app
+        self.digest = hashlib.sha256(token.encode()).digest() if token is not None else None
+        self.loopback = loopback
+
+    async def __call__(self, scope: dict[str, Any], receive: Any, send: Any) -> None:
+        if scope["type"] == "http":
+            refusal = self._refusal(Headers(scope=scope))
+            if refusal is not None:
+                await refusal(scope, receive, send)
+                return
+        await self.app(scope, receive, send)
+
+    def _refusal(self, headers: Headers) -> Response | None:
+        if self.digest is not None:
+            scheme, _, given = headers.get("authorization", "").partition(" ")
+            ok = scheme.lower() == "bearer" and hmac.compare_digest(
+                hashlib.sha256(given.strip().encode()).digest(), self.digest)
+            if not ok:
+                return _error(401, "missing or wrong token; send 'Authorization: Bearer <token>'",
+                              {"WWW-Authenticate": "Bearer"})
+        if self.loopback and _request_host(headers) not in LOOPBACK_NAMES:
+            return _error(421, "this server answers only requests addressed to localhost or 127.0.0.1")
+        return None
+
+
+class _Refused(Exception):
+    def __init__(self, status: int, message: str) -> None:
+        super().__init__(message)
+        self.status = status
+
+
+async def _read_body(request: Request, limit: int) -> bytes:
+    length = request.headers.get("content-length")
+    if length is not None and (not length.isdigit() or int(length) > limit):
+        raise _Refused(413, f"the body has {length} bytes, over the server's limit of {limit} bytes (--max-body-mb)")
+    parts, size = [], 0
+    async for part in request.stream():
+        size += len(part)
+        if size > limit:
+            raise _Refused(413, f"the body has more than {limit} bytes, the server's limit (--max-body-mb)")
+        parts.append(part)
+    return b"".join(parts)
+
+
+def create_app(service: SelectService, *, limits: ServerLimits | None = None, token: str | None = None,
+               loopback: bool = True) -> Starlette:
+    """The ASGI application over one :class:`SelectService`.
+
+    Args:
+        service: the loaded models and indexes.
+        limits: workers, queue and body size (defaults: 2, 16, 16 MiB).
+        token: when set, every request must send ``Authorization: Bearer <token>``.
+        loopback: the server listens on a loopback address (then ``Host`` must name it).
+
+    Returns:
+        A Starlette application.
+    """
+    limits = limits or ServerLimits()
+    workers = anyio.CapacityLimiter(limits.workers)
+    state = {"active": 0}
+
+    async def select(request: Request) -> Response:
+        if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
+            return _error(415, "send the body as JSON with 'Content-Type: application/json'")
+        if state["active"] >= limits.workers + limits.queue:
+            return _error(503, f"busy: {state['active']} requests are running or waiting (--workers "
+                               f"{limits.workers}, --queue {limits.queue}); retry later", {"Retry-After": "1"})
+        state["active"] += 1
+        try:
+            body = await _read_body(request, limits.max_body_bytes)
+            data = await anyio.to_thread.run_sync(service.select, body, limiter=workers)
+        except _Refused as exc:
+            return _error(exc.status, str(exc))
+        except Exception as exc:  # every failure is one line; unexpected ones are logged in full
+            return _failure(exc)
+        finally:
+            state["active"] -= 1
+        return _json(data)
+
+    async def index(request: Request) -> Response:
+        name = request.query_params.get("name")
+        try:
+            data = await anyio.to_thread.run_sync(service.index_info, name, limiter=workers)
+        except InputError as exc:
+            return _error(404, one_line(exc))
+        except Exception as exc:
+            return _failure(exc)
+        return _json(data)
+
+    async def health(request: Request) -> Response:
+        try:
+            data = await anyio.to_thread.run_sync(service.health)
+        except Exception as exc:
+            return _failure(exc)
+        return _json({**data, "limits": limits.to_dict()})
+
+    async def http_error(request: Request, exc: Exception) -> Response:
+        status = exc.status_code if isinstance(exc, HTTPException) else 500
+        detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
+        return _error(status, f"{detail}: {request.method} {request.url.path}")
+
+    routes = [Route("/v1/select", select, methods=["POST"]), Route("/v1/index", index, methods=["GET"]),
+              Route("/v1/health", health, methods=["GET"])]
+    app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error})
+    app.add_middleware(_Guard, token=token, loopback=loopback)
+    return app
+
+
+def _failure(exc: Exception) -> Response:
+    """One line for a failed request: the library's own message, else a logged internal error."""
+    if isinstance(exc, (MeteoraError, MemoryError)):
+        return _error(error_status(exc), one_line(exc) if isinstance(exc, MeteoraError) else
+                      "out of memory; send a smaller request")
+    logger.exception("unexpected error while answering a request")
+    return _error(500, f"internal error ({type(exc).__name__}: {one_line(exc)[:200]}); see the server log")
+
+
+def _listening_socket(host: str, port: int) -> socket.socket:
+    family = socket.AF_INET6 if ":" in host.strip("[]") else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host.strip("[]"), port))
+    except OSError as exc:
+        sock.close()
+        raise InputError(f"cannot listen on {host}:{port}: {exc.strerror or exc}; pick another --port "
+                         "(0 picks a free one)") from None
+    sock.listen(128)
+    sock.set_inheritable(True)
+    return sock
+
+
+def serve_http(
+    service: SelectService,
+    *,
+    host: str = "127.0.0.1",
+    port: int = 8731,
+    token: str | None = None,
+    limits: ServerLimits | None = None,
+    shutdown_timeout: int = 10,
+    on_ready: Callable[[str], None] | None = None,
+) -> None:
+    """Listen until SIGINT or SIGTERM, then finish the running requests and return.
+
+    Args:
+        service: the loaded models and indexes.
+        host, port: where to listen (port 0: a free port, passed to ``on_ready``).
+        token: required from clients when set; required to bind a non-loopback host.
+        limits: workers, queue and body size.
+        shutdown_timeout: seconds running requests get to finish after a signal.
+        on_ready: called with the base URL once the socket listens.
+
+    Raises:
+        InputError: a non-loopback host without a token, or the port is taken.
+    """
+    check_bind(host, token)
+    limits = limits or ServerLimits()
+    sock = _listening_socket(host, port)
+    app = create_app(service, limits=limits, token=token, loopback=is_loopback(host))
+    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+                            timeout_graceful_shutdown=shutdown_timeout,
+                            limit_concurrency=limits.workers + limits.queue + 64)
+    server = uvicorn.Server(config)
+    bound = sock.getsockname()
+    shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
+    if on_ready is not None:
+        on_ready(f"http://{shown}:{bound[1]}")
+    # uvicorn re-raises a caught SIGINT/SIGTERM through the handler it found once it has shut
+    # down; a handler that only notes it makes a signalled shutdown an ordinary return (exit 0).
+    in_main = threading.current_thread() is threading.main_thread()
+    previous = {s: signal.signal(s, _note_signal) for s in (signal.SIGINT, signal.SIGTERM)} if in_main else {}
+    try:
+        server.run(sockets=[sock])
+    finally:
+        for sig, handler in previous.items():
+            signal.signal(sig, handler)
+        sock.close()
+
+
+def _note_signal(signum: int, frame: Any) -> None:
+    logger.info("received signal %d after shutdown", signum)

@@ -1,0 +1,319 @@
+"""Models loaded once, many selections: what ``meteora-edge serve`` answers over HTTP and stdio.
+
+:class:`SelectService` holds the encoder, the optional cross-encoder and GGUF roles, the
+answer model's tokenizer and the indexes the server was started with, and turns one
+``/v1/select`` body into the ``select`` command's JSON object. It is safe to call from many
+threads: a pipeline is built per request over the shared models (onnxruntime sessions run
+concurrently; the GGUF model serialises its calls with its own lock).
+
+Example:
+    >>> service = SelectService.load()
+    >>> data = service.select(b'{"query": "who may terminate?", "chunks": ["Either party may terminate."]}')
+    >>> data["format"], data["passages"][0]["text"]
+    ('meteora-edge.selection', 'Either party may terminate.')
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import platform
+import threading
+from collections.abc import Mapping, Sequence
+from importlib import metadata
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError, InputError, LocalIndexError, MeteoraError
+from ..index.corpus_index import CorpusIndex, open_index
+from ..models.encoders import EncoderLike, HashingEncoder, encoder_id
+from ..pipeline.budget import TokenCounter, WhitespaceCounter, load_token_counter
+from ..pipeline.engine import EvidencePipeline
+from ..pipeline.ladder import CrossEncoder
+from ..pipeline.report import selection_json
+from .select_request import SelectRequest, parse_select_request
+
+__all__ = ["SelectService", "IndexSlot", "index_names", "error_status", "one_line", "json_line"]
+
+logger = logging.getLogger(__name__)
+
+_VERSIONED = ("numpy", "onnxruntime", "tokenizers", "llama-cpp-python", "starlette", "uvicorn")
+_NO_LLM = "this server has no GGUF model; start it with --llm and a bundle that holds one"
+
+
+def one_line(exc: BaseException) -> str:
+    """An exception as the one line a client sees."""
+    return " ".join(str(exc).split()) or type(exc).__name__
+
+
+def json_line(data: Any) -> bytes:
+    """One JSON object as a UTF-8 line (text that cannot be UTF-8, a lone surrogate, is escaped)."""
+    text = json.dumps(data, ensure_ascii=False)
+    try:
+        return (text + "\n").encode("utf-8")
+    except UnicodeEncodeError:
+        return (json.dumps(data) + "\n").encode("ascii")
+
+
+def error_status(exc: BaseException) -> int:
+    """The HTTP status for an error: 400 for the caller's mistakes, 503 for memory, else 500."""
+    if isinstance(exc, (InputError, ConfigError)):
+        return 400
+    if isinstance(exc, MemoryError):
+        return 503
+    return 500
+
+
+def index_names(paths: Sequence[str]) -> dict[str, str]:
+    """Name each index folder after its last path part (``models/demo.index`` → ``demo.index``).
+
+    Raises:
+        InputError: two folders share a name.
+    """
+    from ..index.milvus_location import is_milvus_url, parse_milvus_url
+
+    names: dict[str, str] = {}
+    for path in paths:
+        name = parse_milvus_url(path).collection if is_milvus_url(path) else (Path(path).name or str(path))
+        if name in names:
+            raise InputError(f"two --index folders are named {name!r} ({names[name]} and {path}); "
+                             "requests name an index by its folder name, so rename one")
+        names[name] = path
+    return names
+
+
+def _recorded_encoder(spec: str) -> str:
+    """The encoder identity an index was built with (a local index is not hash-checked for this)."""
+    from ..index.local_index import LocalIndex
+    from ..index.milvus_location import is_milvus_url
+
+    return open_index(spec).encoder_id if is_milvus_url(spec) else LocalIndex.load(spec, verify=False).encoder_id
+
+
+class IndexSlot:
+    """One index the server serves; a local one is reopened when a writer publishes a new version.
+
+    Every request stats a local index's pointer file (``manifest.json``, replaced atomically by
+    ``index build``/``index add``); when it changed, the new version is loaded and checked once
+    and later requests use it. Requests already running keep the version they started with. A
+    Milvus collection (``milvus://…``) is always the server's current one.
+    """
+
+    def __init__(self, name: str, path: str, encoder: EncoderLike) -> None:
+        from ..index.milvus_location import is_milvus_url
+
+        self.name, self.path, self._encoder = name, path, encoder
+        self._local = not is_milvus_url(path)
+        self._lock = threading.Lock()
+        self._stamp = self._pointer_stamp()
+        self._index: CorpusIndex = open_index(path, encoder=encoder)
+        self._info: dict[str, Any] | None = None
+
+    def _pointer_stamp(self) -> tuple[int, int, int] | None:
+        if not self._local:
+            return None
+        try:
+            st = os.stat(Path(self.path) / "manifest.json")
+        except OSError:
+            return None
+        return st.st_ino, st.st_mtime_ns, st.st_size
+
+    def current(self) -> CorpusIndex:
+        """The newest version of the index (the one already open when it cannot be reopened)."""
+        stamp = self._pointer_stamp()
+        if stamp is None or stamp == self._stamp:
+            return self._index
+        with self._lock:
+            if stamp != self._stamp:
+                self._stamp = stamp  # one attempt per published version, not one per request
+                try:
+                    self._index, self._info = open_index(self.path, encoder=self._encoder), None
+                    logger.info("index %s: reopened generation %s", self.name, getattr(self._index, "generation", None))
+                except LocalIndexError as exc:
+                    logger.warning("index %s changed but cannot be reopened (%s); serving the open version",
+                                   self.name, one_line(exc))
+            return self._index
+
+    def info(self) -> dict[str, Any]:
+        """``index info`` of the current version, with the index's ``name`` (computed once per version)."""
+        index = self.current()
+        with self._lock:
+            if self._info is None or self._info.get("generation") != getattr(index, "generation", None):
+                self._info = {"name": self.name, **index.info()}
+            return self._info
+
+
+class SelectService:
+    """The models and indexes of one server, and the select call over them.
+
+    Args:
+        encoder: embeds queries and chunks (the indexes' encoder).
+        cross_encoder: the ladder's cross-encoder rung, or None.
+        generator: the GGUF rationale generator (requests with ``generate_rationales``), or None.
+        verifier: the GGUF verifier (requests with ``verify``), or None.
+        token_counter: the answer model's tokenizer (default: whitespace words).
+        indexes: the indexes requests may name; the first is the default.
+        bundle: the bundle folder the models came from (reported by :meth:`health`).
+    """
+
+    def __init__(
+        self,
+        *,
+        encoder: EncoderLike | None = None,
+        cross_encoder: CrossEncoder | None = None,
+        generator: Any | None = None,
+        verifier: Any | None = None,
+        token_counter: TokenCounter | None = None,
+        indexes: Sequence[IndexSlot] = (),
+        bundle: str | None = None,
+    ) -> None:
+        self.encoder = encoder if encoder is not None else HashingEncoder()
+        self.cross_encoder = cross_encoder
+        self.generator = generator
+        self.verifier = verifier
+        self.token_counter = token_counter or WhitespaceCounter()
+        self.indexes = {slot.name: slot for slot in indexes}
+        self._paths = {slot.path: slot for slot in indexes}
+        self.bundle = bundle
+
+    @classmethod
+    def load(
+        cls,
+        *,
+        bundle: str | None = None,
+        indexes: Sequence[str] = (),
+        tokenizer: str | None = None,
+        threads: int = 1,
+        precision: str = "auto",
+        llm: bool = False,
+        llm_threads: int = 1,
+        context_size: int | None = None,
+        num_rationales: int = 3,
+        sample_shots: Sequence[Any] | None = None,
+        domain: str | None = None,
+    ) -> SelectService:
+        """Check every input, then load the models once, cheapest first (as ``select`` does).
+
+        Args:
+            bundle: model bundle folder (None: the hashing encoder, no cross-encoder, no GGUF).
+            indexes: index folders requests may name (by folder name); the first is the default.
+            tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`).
+            threads, precision: the ONNX encoder's and cross-encoder's settings (``precision="auto"``
+                with indexes runs the variant the first index was built with).
+            llm: load the bundle's GGUF model for ``generate_rationales`` and ``verify``.
+            llm_threads, context_size, num_rationales, sample_shots, domain: the GGUF roles' settings.
+
+        Raises:
+            InputError: an index name twice, or ``llm`` without a GGUF model in the bundle.
+            BundleError, LocalIndexError, ModelError, MissingExtraError: a model or index cannot be loaded,
+                or an index was built by another encoder.
+        """
+        from ..models.onnx_cross_encoder import load_cross_encoder
+        from ..models.onnx_encoder import load_encoder
+        from ..selection.llm_roles import check_llm_bundle, llm_roles
+
+        names = index_names(indexes)
+        counter = load_token_counter(tokenizer)
+        check_llm_bundle(bundle, generate=llm, verify=llm)
+        recorded = _recorded_encoder(next(iter(names.values()))) if names else None
+        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded)
+        slots = [IndexSlot(name, path, encoder) for name, path in names.items()]
+        cross_encoder = load_cross_encoder(bundle, threads=threads)
+        generator, verifier = llm_roles(bundle, generate=llm, verify=llm, threads=llm_threads,
+                                        context_size=context_size, num_rationales=num_rationales,
+                                        sample_shots=sample_shots, domain=domain)
+        return cls(encoder=encoder, cross_encoder=cross_encoder, generator=generator, verifier=verifier,
+                   token_counter=counter, indexes=slots, bundle=bundle)
+
+    def slot(self, name: str | None) -> IndexSlot:
+        """The index a request names (by folder name or by the path the server was given); None: the first.
+
+        Raises:
+            InputError: the server has no index, or none of that name.
+        """
+        if not self.indexes:
+            raise InputError("this server has no index; send 'chunks', or start it with --index DIR")
+        if name is None:
+            return next(iter(self.indexes.values()))
+        found = self.indexes.get(name) or self._paths.get(name)
+        if found is None:
+            raise InputError(f"no index named {name!r} on this server; it has {', '.join(map(repr, self.indexes))}")
+        return found
+
+    def select(self, body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+        """Answer one ``/v1/select`` body with ``select``'s JSON object.
+
+        Raises:
+            InputError, ConfigError: a bad request (see :func:`parse_select_request`).
+            ModelError, LocalIndexError: a model or the index failed while running.
+        """
+        return self.run(parse_select_request(body))
+
+    def run(self, request: SelectRequest) -> dict[str, Any]:
+        """Run a checked request through the pipeline and return the JSON object."""
+        if (request.generate_rationales and self.generator is None) or (request.verify and self.verifier is None):
+            raise InputError(f"{'generate_rationales' if request.generate_rationales else 'verify'} needs the GGUF "
+                             f"model: {_NO_LLM}")
+        index = self.slot(request.index).current() if request.chunks is None else None
+        pipeline = EvidencePipeline(
+            request.config, encoder=self.encoder, index=index, cross_encoder=self.cross_encoder,
+            rationale_generator=self.generator if request.generate_rationales else None,
+            verifier=self.verifier if request.verify else None, token_counter=self.token_counter,
+        )
+        result = pipeline.run(request.query or request.rationales[0].text, passages=request.chunks,
+                              rationales=request.rationales or None)
+        return selection_json(result, query=request.query, index_mode=index is not None, detail=request.detail)
+
+    def index_info(self, name: str | None = None) -> dict[str, Any]:
+        """``index info`` of one served index (the first when ``name`` is None), with its ``name``.
+
+        Raises:
+            InputError: no index of that name.
+        """
+        return self.slot(name).info()
+
+    def health(self) -> dict[str, Any]:
+        """Versions, the bundle's identity, the loaded models and the served indexes."""
+        versions = {"python": platform.python_version()}
+        for package in ("meteora-edge", *_VERSIONED):
+            try:
+                versions[package] = metadata.version(package)
+            except metadata.PackageNotFoundError:
+                continue
+        return {
+            "status": "ok",
+            "versions": versions,
+            "bundle": _bundle_identity(self.bundle),
+            "models": {
+                "encoder": encoder_id(self.encoder),
+                "cross_encoder": getattr(self.cross_encoder, "identity", None),
+                "llm": _llm_identity(self.generator or self.verifier),
+                "tokenizer": self.token_counter.identity,
+            },
+            "indexes": [{"name": s.name, "path": s.path, "generation": s.current().generation,
+                         "chunks": len(s.current())} for s in self.indexes.values()],
+        }
+
+
+def _bundle_identity(bundle: str | None) -> dict[str, Any] | None:
+    """Path and, per component, kind, source and the first 12 hex digits of each file's sha256."""
+    if bundle is None:
+        return None
+    from ..models.bundle import Bundle
+
+    try:
+        loaded = Bundle.load(bundle)
+    except MeteoraError as exc:
+        return {"path": bundle, "error": one_line(exc)}
+    return {"path": bundle, "components": {
+        name: {"kind": c.kind, "source": c.source, "files": {role: f.sha256[:12] for role, f in c.files.items()}}
+        for name, c in loaded.components.items()
+    }}
+
+
+def _llm_identity(role: Any) -> dict[str, Any] | None:
+    if role is None:
+        return None
+    model = role.model  # the LocalLLM both GGUF roles share
+    return {"source": model.source, "chat_format": model.chat_format, "context_size": model.context_size}
