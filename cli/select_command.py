@@ -87,8 +87,8 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
                    "METEORA's prompt) [the shipped ones].")
 @click.option("--domain", default=None, help="Subject named in the GGUF prompts, e.g. 'online store policies'.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
-@click.option("--verify-batch", type=click.IntRange(1, 64), default=1, show_default=True,
-              help="Chunks the GGUF verifier judges per prompt (1: one at a time, as METEORA).")
+@click.option("--verify-batch", type=click.IntRange(1, 64), default=None,
+              help="Chunks the GGUF verifier judges per prompt [1: one at a time, as METEORA].")
 @click.option("--llm-rerank", is_flag=True,
               help="Let the bundle's GGUF model score ECSE's best candidates and re-cut them with ECSE's scores.")
 @llm_threads_option
@@ -131,7 +131,7 @@ def select(
     sample_shots: str | None,
     domain: str | None,
     llm_verify: bool,
-    verify_batch: int,
+    verify_batch: int | None,
     llm_rerank: bool,
     llm_threads: int,
     context_size: int | None,
@@ -205,7 +205,7 @@ def select(
     choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
     generator, verifier = llm_roles(
         bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads, context_size=context_size,
-        num_rationales=num_rationales, sample_shots=shots, domain=domain, batch=verify_batch, prompt=rationale_prompt,
+        num_rationales=num_rationales, sample_shots=shots, domain=domain, batch=verify_batch or 1, prompt=rationale_prompt,
     )
     scorer = llm_scorer(bundle, shared=generator or verifier, threads=llm_threads,
                         context_size=context_size) if llm_rerank else None
