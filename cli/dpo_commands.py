@@ -84,7 +84,8 @@ def dpo_prepare(input_file: str, sample_shots: str | None, output_dir: str, trai
 @click.command("dpo-train")
 @click.option("--train", "train_file", required=True, help="DPO rows (train.jsonl from dpo-prepare).")
 @click.option("--validation", "validation_file", default=None, help="Rows to report loss and reward accuracy on.")
-@click.option("--model", "model_dir", required=True, type=click.Path(file_okay=False), help="Hugging Face causal LM folder to start from.")
+@click.option("--model", "model_dir", required=True, type=click.Path(),
+              help="Hugging Face causal LM folder, or a .gguf file (llama/qwen2; dequantised), to start from.")
 @click.option("--output-dir", required=True, type=click.Path(file_okay=False), help="Where the trained model is saved.")
 @click.option("--lora", is_flag=True, help="Train a LoRA adapter and merge it before saving.")
 @click.option("--lora-r", type=int, default=8, show_default=True)

@@ -14,6 +14,7 @@ from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.evaluation import (
     LLM_METHODS,
     CachedEncoder,
+    SharedLLMRoles,
     build_method,
     evaluate,
     load_hotpot,
@@ -23,7 +24,7 @@ from meteora_edge.evaluation import (
 )
 from meteora_edge.fileio import write_text_atomic
 from meteora_edge.models.cpu_features import cpu_info
-from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
+from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, all_llm_roles, check_llm_bundle
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .output import check_output_path
@@ -42,11 +43,15 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @precision_option
 @cache_option
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
+@click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True,
+              help="Rationales the GGUF model writes per question (llm methods).")
+@click.option("--rationale-prompt", type=click.Choice(RATIONALE_PROMPTS), default="hops", show_default=True,
+              help="The GGUF model's rationale prompt: one rationale per hop, or METEORA's general few-shot prompt.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
 @click.option("--per-question", is_flag=True, help="Include every question's selection in the JSON report.")
 def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: int | None, tokenizer: str | None,
-                 bundle: str | None, threads: int, precision: str, llm_threads: int, output: str | None,
+                 bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, rationale_prompt: str, output: str | None,
                  plot_file: str | None, per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
     if output:
@@ -61,8 +66,12 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     base_encoder = encoder_from_options(bundle, threads, precision)
     encoder = CachedEncoder(base_encoder)
     counter = load_token_counter(tokenizer)
-    generator, verifier = llm_roles(bundle, generate=needs_llm, verify=needs_llm, threads=llm_threads) if needs_llm else (None, None)
-    built = {s: build_method(s, encoder, generator=generator, verifier=verifier, token_counter=counter) for s in specs}
+    needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
+    roles = None
+    if needs_llm:
+        loaded = all_llm_roles(bundle, threads=llm_threads, num_rationales=num_rationales, prompt=rationale_prompt)
+        roles = SharedLLMRoles(**loaded.__dict__)
+    built = {s: build_method(s, encoder, token_counter=counter, **({} if roles is None else roles.as_kwargs())) for s in specs}
     with click.progressbar(length=len(questions) * len(built), label="evaluating", file=sys.stderr) as bar:
         shown = 0
 
@@ -83,6 +92,9 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     cpu = cpu_info()
     click.echo(f"(CPU: {cpu.model}, {cpu.machine}; int8 dot-product: {cpu.int8_dot or 'none'} — int8 figures move "
                "slightly between CPUs)")
+    if needs_llm:
+        click.echo("(the GGUF model's rationales and relevance scores are computed once per question and shared: "
+                   "the first method that asks for them carries their time)")
     meta = {
         "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
         "encoder": encoder.identity, "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, "meteora_edge": __version__,

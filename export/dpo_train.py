@@ -149,6 +149,19 @@ def _heavy() -> dict[str, Any]:
     return modules
 
 
+def _gguf_source(source: Path) -> bool:
+    """Whether ``source`` is a GGUF file (loaded and dequantised by transformers) rather than a model folder.
+
+    Raises:
+        InputError: neither a folder with config.json nor a ``.gguf`` file.
+    """
+    if source.is_file() and source.suffix.lower() == ".gguf":
+        return True
+    if not (source / "config.json").is_file():
+        raise InputError(f"{source} is neither a Hugging Face causal LM folder (config.json) nor a .gguf file; give one")
+    return False
+
+
 def _check_output(output_dir: Path, overwrite: bool) -> None:
     if output_dir.exists():
         if not output_dir.is_dir():
@@ -177,7 +190,9 @@ def train_dpo(
 
     Args:
         train_file: DPO rows (``train.jsonl`` from ``dpo-prepare``).
-        model_dir: the Hugging Face model folder to start from (never modified; no download).
+        model_dir: the Hugging Face model folder to start from, or a ``.gguf`` file (transformers
+            dequantises its weights to float32; llama and qwen2 architectures, extra ``train``
+            with the ``gguf`` package); never modified, nothing downloaded.
         output_dir: where the trained model goes; created only when training succeeded.
         validation_file: rows to report the DPO loss and reward accuracy on after training.
         config: the settings (default: METEORA's).
@@ -189,10 +204,10 @@ def train_dpo(
         validation metrics and the settings.
 
     Raises:
-        InputError: unreadable rows, an empty train file, a model folder without config.json,
-            an unusable output folder.
+        InputError: unreadable rows, an empty train file, a model that is neither a folder with
+            config.json nor a .gguf file, an unusable output folder.
         ConfigError: a bad setting.
-        MissingExtraError: torch, transformers, trl, datasets (or peft for LoRA) is missing.
+        MissingExtraError: torch, transformers, trl, datasets (peft for LoRA, gguf for a GGUF) is missing.
         ModelError: the model or tokenizer cannot be loaded, or training failed.
     """
     config = config if config is not None else DPOTrainingConfig()
@@ -201,8 +216,7 @@ def train_dpo(
     train_rows = read_pairs(train_file)
     validation_rows = read_pairs(validation_file) if validation_file is not None else []
     source, out = Path(model_dir), Path(output_dir)
-    if not (source / "config.json").is_file():
-        raise InputError(f"{source} has no config.json; give a local Hugging Face causal LM folder")
+    gguf_file = _gguf_source(source)
     _check_output(out, overwrite)
     m = _heavy()
     torch, transformers = m["torch"], m["transformers"]
@@ -217,10 +231,16 @@ def train_dpo(
     if config.threads is not None:
         torch.set_num_threads(config.threads)
     transformers.set_seed(config.seed)
+    folder, where = (source.parent, {"gguf_file": source.name}) if gguf_file else (source, {})
+    if gguf_file:
+        try:
+            import gguf  # noqa: F401  (transformers reads and dequantises GGUF tensors with it)
+        except ImportError:
+            raise MissingExtraError("gguf", "train") from None
     try:
-        tokenizer = transformers.AutoTokenizer.from_pretrained(source, local_files_only=True)
-        model = transformers.AutoModelForCausalLM.from_pretrained(source, local_files_only=True, dtype=torch.float32)
-    except (OSError, ValueError, KeyError) as exc:
+        tokenizer = transformers.AutoTokenizer.from_pretrained(folder, local_files_only=True, **where)
+        model = transformers.AutoModelForCausalLM.from_pretrained(folder, local_files_only=True, dtype=torch.float32, **where)
+    except (OSError, ValueError, KeyError, NotImplementedError) as exc:
         raise ModelError(f"cannot load the model or tokenizer from {source}: {' '.join(str(exc).split())[:300]}") from None
     train_set = _dataset(m["datasets"], train_rows, tokenizer)
     eval_set = _dataset(m["datasets"], validation_rows, tokenizer) if validation_rows else None

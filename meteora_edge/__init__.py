@@ -41,8 +41,11 @@ _LAZY = {
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
+    "HopRationaleGenerator": "selection.llm_hops",
     "InMemoryIndex": "index.memory_index",
+    "LlamaBatchVerifier": "selection.llm_batch_verifier",
     "LlamaRationaleGenerator": "selection.llm_generator",
+    "LlamaRelevanceScorer": "selection.llm_scorer",
     "LlamaVerifier": "selection.llm_verifier",
     "LocalIndex": "index.local_index",
     "LocalLLM": "models.llm_model",
@@ -90,8 +93,11 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
+    from .selection.llm_hops import HopRationaleGenerator
     from .index.memory_index import InMemoryIndex
+    from .selection.llm_batch_verifier import LlamaBatchVerifier
     from .selection.llm_generator import LlamaRationaleGenerator
+    from .selection.llm_scorer import LlamaRelevanceScorer
     from .selection.llm_verifier import LlamaVerifier
     from .index.local_index import LocalIndex
     from .models.llm_model import LocalLLM
@@ -158,9 +164,12 @@ __all__ = [
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",
+    "HopRationaleGenerator",
     "InMemoryIndex",
     "InputError",
+    "LlamaBatchVerifier",
     "LlamaRationaleGenerator",
+    "LlamaRelevanceScorer",
     "LlamaVerifier",
     "LocalIndex",
     "LocalIndexError",

@@ -6,10 +6,16 @@ them. Each method selects candidate positions; metrics are macro-averaged over q
 
 Method specs: the baselines ``topk-cosine:K``, ``bm25:K`` and ``topk-hybrid:K`` (the fused
 query score); ``ecse`` (METEORA: the query as the rationale, cosine, window 0) with ECSE
-settings, e.g. ``ecse:scoring=hybrid,rationales=auto``; ``ecse-window:W``; ``ecse-llm`` (GGUF
-rationales) and ``ecse-llm-verify`` (plus the GGUF verifier); ``meve`` (MeVe's phases, ECSE
-off) and ``pipeline`` (all phases with their defaults) take pipeline settings, e.g.
-``pipeline:scoring=dense,n_min=3``.
+settings, e.g. ``ecse:scoring=hybrid,rationales=auto``; ``ecse-window:W``; ``meve`` (MeVe's
+phases, ECSE off) and ``pipeline`` (all phases with their defaults) take pipeline settings,
+e.g. ``pipeline:scoring=dense,n_min=3``.
+
+Every method that uses the GGUF model has ``llm`` in its name and takes pipeline settings:
+``ecse-llm`` (ECSE on the model's rationales; METEORA's dense scoring unless set, e.g.
+``ecse-llm:scoring=hybrid,rationales=llm+auto``), ``ecse-llm-verify`` (plus the model as
+verifier: one chunk per prompt, or batched with ``verification_batch=N``), and
+``pipeline-llm`` (the pipeline's defaults plus the LLM rerank of ECSE's best candidates;
+``rationales=llm+auto`` adds the model's rationales, ``verification=llm`` its verdicts).
 """
 
 from __future__ import annotations
@@ -35,11 +41,11 @@ from .pipeline.engine import EvidencePipeline
 from .selection.stages import cosine_matrix, fuse_scores, top_k_indices
 
 __all__ = [
-    "EvalQuestion", "CachedEncoder", "load_hotpot", "build_method", "evaluate", "MethodReport", "LLM_METHODS",
-    "SelectionMetrics", "precision_recall_f1",
+    "EvalQuestion", "CachedEncoder", "SharedLLMRoles", "load_hotpot", "build_method", "evaluate", "MethodReport",
+    "LLM_METHODS", "SelectionMetrics", "precision_recall_f1",
 ]
 
-LLM_METHODS = ("ecse-llm", "ecse-llm-verify")
+LLM_METHODS = ("ecse-llm", "ecse-llm-verify", "pipeline-llm")
 _YES_NO = {"yes", "no"}
 
 
@@ -175,8 +181,17 @@ def build_method(
     generator: object | None = None,
     verifier: object | None = None,
     token_counter: TokenCounter | None = None,
+    batch_verifier: object | None = None,
+    scorer: object | None = None,
 ) -> Method:
     """Turn a method spec into a function ``question -> selected candidate positions``.
+
+    Args:
+        spec: the method spec (see the module doc).
+        encoder: embeds questions and candidates.
+        generator, verifier, batch_verifier, scorer: the GGUF model's roles (rationales,
+            one-chunk verdicts, batched verdicts, relevance scores), for the ``llm`` methods.
+        token_counter: counts the tokens of what a method keeps.
 
     Raises:
         ConfigError: unknown method, bad K or settings, or an LLM method without its model.
@@ -207,21 +222,17 @@ def build_method(
             return lambda q: selector.select_auto(q.candidates, q.question).selected_indices
         return lambda q: selector.select(q.candidates, [q.question]).selected_indices
     if name in LLM_METHODS:
-        if generator is None or (name == "ecse-llm-verify" and verifier is None):
-            raise ConfigError(f"method {name!r} needs the GGUF model: give --bundle with an llm component")
-        config = PipelineConfig.from_dict({
-            "use_ecse": True, "verification": "llm" if name == "ecse-llm-verify" else "none", "n_min": None,
-            "theta_redundancy": None, "t_max": None, "scoring": "dense", **_settings(spec, arg),
-        })
-        return _pipeline_method(config, encoder, generator, verifier if name == "ecse-llm-verify" else None, token_counter)
-    if name == "meve":
-        base = MeVeConfig().pipeline_config()
-        return _pipeline_method(_override(base, spec, arg), encoder, None, None, token_counter)
-    if name == "pipeline":
-        return _pipeline_method(_override(PipelineConfig(), spec, arg), encoder, None, verifier, token_counter)
+        return _llm_method(name, spec, arg, encoder, generator=generator, verifier=verifier,
+                           batch_verifier=batch_verifier, scorer=scorer, token_counter=token_counter)
+    if name in ("meve", "pipeline"):
+        config = _override(MeVeConfig().pipeline_config() if name == "meve" else PipelineConfig(), spec, arg)
+        if config.verification == "llm":
+            raise ConfigError(f"method {spec!r} verifies with the GGUF model: methods that use it have 'llm' in "
+                              "their name; use pipeline-llm:verification=llm")
+        return _pipeline_method(config, encoder, None, None, token_counter)
     raise ConfigError(
         f"unknown method {spec!r}; use topk-cosine:K, topk-hybrid:K, bm25:K, ecse[:settings], ecse-window:W, "
-        "ecse-llm, ecse-llm-verify, meve[:settings], pipeline[:settings]"
+        "ecse-llm[:settings], ecse-llm-verify[:settings], meve[:settings], pipeline[:settings], pipeline-llm[:settings]"
     )
 
 
@@ -253,18 +264,54 @@ def _override(config: PipelineConfig, spec: str, arg: str) -> PipelineConfig:
     return PipelineConfig.from_dict({**config.to_dict(), **_settings(spec, arg)})
 
 
+def _llm_method(
+    name: str,
+    spec: str,
+    arg: str,
+    encoder: EncoderLike,
+    *,
+    generator: object | None,
+    verifier: object | None,
+    batch_verifier: object | None,
+    scorer: object | None,
+    token_counter: TokenCounter | None,
+) -> Method:
+    """``ecse-llm``, ``ecse-llm-verify`` and ``pipeline-llm`` (see the module doc)."""
+    if name == "pipeline-llm":
+        config = _override(PipelineConfig(), spec, arg)
+    else:
+        config = PipelineConfig.from_dict({
+            "use_ecse": True, "verification": "llm" if name == "ecse-llm-verify" else "none", "n_min": None,
+            "theta_redundancy": None, "t_max": None, "scoring": "dense", "verification_batch": 1, "llm_pool": None,
+            **_settings(spec, arg),
+        })
+    uses_generator = name != "pipeline-llm" or config.rationales == "llm+auto"
+    judge = None
+    if config.verification == "llm":
+        judge = batch_verifier if config.verification_batch > 1 else verifier
+    missing = [role for role, needed, have in (
+        ("rationale generator", uses_generator, generator), ("verifier", config.verification == "llm", judge),
+        ("relevance scorer", name == "pipeline-llm" and config.llm_pool is not None, scorer)) if needed and have is None]
+    if missing:
+        raise ConfigError(f"method {spec!r} needs the GGUF model ({', '.join(missing)}): give --bundle with an llm component")
+    return _pipeline_method(config, encoder, generator if uses_generator else None, judge, token_counter,
+                            scorer=scorer if name == "pipeline-llm" else None)
+
+
 def _pipeline_method(
     config: PipelineConfig,
     encoder: EncoderLike,
     generator: object | None,
     verifier: object | None,
     token_counter: TokenCounter | None,
+    *,
+    scorer: object | None = None,
 ) -> Method:
     def run(q: EvalQuestion) -> list[int]:
         index = InMemoryIndex(q.candidates, encoder)
         pipe = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator,
                                 verifier=verifier if config.verification == "llm" else None,
-                                token_counter=token_counter)
+                                token_counter=token_counter, relevance_scorer=scorer)  # type: ignore[arg-type]
         return [int(i) for i in pipe.run(q.question).ids]
 
     return run
@@ -290,6 +337,54 @@ class MethodReport:
         if with_questions:
             out["per_question"] = self.per_question
         return out
+
+
+class SharedLLMRoles:
+    """The GGUF model's roles for an evaluation, each answer computed once per input.
+
+    Methods compared on one question ask the model the same things (the rationales for the
+    question, the relevance of a passage); remembering the answers makes each cost once.
+    The first method that asks pays for it, so its latency includes the model's time and
+    later methods' latencies do not (``eval`` prints a note).
+
+    Args:
+        generator, verifier, batch_verifier, scorer: the roles (any may be None).
+    """
+
+    def __init__(self, *, generator: object | None = None, verifier: object | None = None,
+                 batch_verifier: object | None = None, scorer: object | None = None) -> None:
+        self.verifier, self.batch_verifier = verifier, batch_verifier
+        self.generator = None if generator is None else _Memo(generator, "generate")
+        self.scorer = None if scorer is None else _ScoreMemo(scorer)
+
+    def as_kwargs(self) -> dict[str, object | None]:
+        return {"generator": self.generator, "verifier": self.verifier, "batch_verifier": self.batch_verifier,
+                "scorer": self.scorer}
+
+
+class _Memo:
+    def __init__(self, inner: object, method: str) -> None:
+        self.inner, self.method, self._memo = inner, method, {}  # type: dict[str, object]
+
+    def __call__(self, query: str) -> object:
+        if query not in self._memo:
+            call = getattr(self.inner, self.method, None) or self.inner
+            self._memo[query] = call(query)  # type: ignore[operator]
+        return self._memo[query]
+
+    generate = __call__
+
+
+class _ScoreMemo:
+    def __init__(self, inner: object) -> None:
+        self.inner, self._memo = inner, {}  # type: dict[tuple[str, str], float]
+
+    def score(self, query: str, passages: list[str]) -> np.ndarray:
+        missing = [p for p in dict.fromkeys(passages) if (query, p) not in self._memo]
+        if missing:
+            for passage, value in zip(missing, self.inner.score(query, missing)):  # type: ignore[attr-defined]
+                self._memo[(query, passage)] = float(value)
+        return np.asarray([self._memo[(query, p)] for p in passages], dtype=np.float64)
 
 
 class CachedEncoder:

@@ -31,6 +31,7 @@ __all__ = [
     "read_json_or_jsonl",
     "atomic_path",
     "open_atomic",
+    "read_json_source",
     "write_text_atomic",
     "give_normal_permissions",
     "MAX_INPUT_BYTES",
@@ -149,6 +150,31 @@ def parse_json(text: str, where: object) -> Any:
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file, naming line and column of a syntax error."""
     return parse_json(read_text_file(path), path)
+
+
+def read_json_source(path: str | os.PathLike[str] | None, *, shipped: str, what: str) -> tuple[Any, str]:
+    """A JSON file given by the user, or one shipped inside the package when ``path`` is None.
+
+    Args:
+        path: the user's file, or None.
+        shipped: the shipped file's path inside the ``meteora_edge`` package (e.g. ``data/catalog.json``).
+        what: what the file holds, for messages (``"the shipped catalog"``).
+
+    Returns:
+        ``(data, where)``: the parsed JSON and how messages should name its source.
+
+    Raises:
+        InputError: the file is missing or not valid JSON.
+    """
+    if path is not None:
+        return read_json_file(path), str(path)
+    from importlib import resources
+
+    where = f"the shipped {what}"
+    try:
+        return json.loads(resources.files("meteora_edge").joinpath(shipped).read_text(encoding="utf-8")), where
+    except (OSError, json.JSONDecodeError) as exc:
+        raise InputError(f"{where} ({shipped}) cannot be read: {exc}; reinstall meteora-edge") from None
 
 
 def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:

@@ -2,7 +2,9 @@
 
 Tokens: ``<|im_start|>`` = 1, ``<|im_end|>`` = 2 (parsed only with ``special=True``), every
 other byte b = 256 + b. Replies are strings or callables ``prompt_text -> str``; the stop
-strings and ``max_tokens`` (counted in bytes) are applied like llama-cpp-python does.
+strings and ``max_tokens`` (counted in bytes) are applied like llama-cpp-python does. With
+``logits`` (a callable ``prompt_text -> {text: logit}``), a ``logits_processor`` sees a
+vocabulary of 512 logits where the first token of each text gets its value (others -10).
 """
 
 from __future__ import annotations
@@ -30,12 +32,14 @@ class FakeLlama:
         template: str | None = CHATML,
         raises: Exception | None = None,
         delay: float = 0.0,
+        logits: Callable[[str], dict[str, float]] | None = None,
     ) -> None:
         self.replies = list(replies)
         self._n_ctx = n_ctx
         self.metadata = {"tokenizer.chat_template": template} if template else {}
         self.raises = raises
         self.delay = delay
+        self.logits = logits
         self.calls: list[dict[str, Any]] = []
         self.resets = 0
         self._busy = threading.Lock()
@@ -90,6 +94,14 @@ class FakeLlama:
                 time.sleep(self.delay)
             if self.raises is not None:
                 raise self.raises
+            if kw.get("logits_processor") and self.logits is not None:
+                import numpy as np
+
+                vector = np.full(512, -10.0, dtype=np.float32)
+                for text, value in self.logits(self.prompt_text()).items():
+                    vector[self.tokenize(text.encode("utf-8"))[0]] = value
+                for processor in kw["logits_processor"]:
+                    vector = processor(list(prompt), vector)
             reply = self.replies.pop(0) if self.replies else ""
             text = reply(self.prompt_text()) if callable(reply) else reply
             finish = "stop"

@@ -9,7 +9,7 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples"
-CATALOG = ROOT / "models" / "catalog.json"
+CATALOG = ROOT / "meteora_edge" / "data" / "catalog.json"
 DEV_DATA = ROOT.parent / "shared" / "data" / "hotpotqa_distractor_dev50.json"
 
 

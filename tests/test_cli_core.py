@@ -185,7 +185,7 @@ def test_select_scoring_and_rationale_strategy_options(tmp_path):
 
 
 @pytest.mark.parametrize("args, message", [
-    (["--rationales", "auto", "--rationales", "query"], "not both"),
+    (["--rationales", "auto", "--rationales", "query"], "not several"),
     (["--rationales", "auto", "--rationale", "fees"], "drop the other rationale options"),
     (["--scoring", "semantic"], "Invalid value for '--scoring'"),
 ])

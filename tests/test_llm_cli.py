@@ -129,7 +129,8 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
     llm = LocalLLM(fake)
     seen = {}
 
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain):
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
+              prompt="hops"):
         seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
         return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
                                         num_rationales=num_rationales) if generate else None,
@@ -189,3 +190,45 @@ def test_a_failed_conversion_quotes_the_converter_and_leaves_nothing(tmp_path, f
     result = run("export", "llm", str(tmp_path / "hf-fail"), "--out", str(tmp_path / "b"), "--llama-cpp", str(fake_checkout))
     one_line_error(result, "converter", "Model NoSuchModel is not supported")
     assert not (tmp_path / "b").exists()
+
+
+def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_path):
+    pytest.importorskip("llama_cpp")
+    import re
+
+    from meteora_edge.selection.llm_batch_verifier import LlamaBatchVerifier
+    from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
+
+    def answer(prompt: str) -> str:  # the batch verifier asks one value at a time
+        return " true" if prompt.endswith('"relevant":') else " false"
+
+    def logits(prompt: str) -> dict:
+        passage = prompt.rsplit("Passage: ", 1)[-1]
+        return {"Yes": 3.0 if re.search(r"terminat", passage, re.I) else -3.0, "No": 0.0}
+
+    fake = FakeLlama([answer] * 200, logits=logits)
+    llm = LocalLLM(fake)
+    seen = {}
+
+    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
+              prompt="hops"):
+        seen["batch"] = batch
+        return None, LlamaBatchVerifier(llm) if verify else None
+
+    def scorer(bundle, *, shared=None, threads=1, context_size=None):
+        seen["shared"] = shared
+        return LlamaRelevanceScorer(shared.model)
+
+    monkeypatch.setattr(select_command, "llm_roles", roles)
+    monkeypatch.setattr(select_command, "llm_scorer", scorer)
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
+    result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify",
+                 "--verify-batch", "4", "--llm-rerank", "--trace")
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    assert seen["batch"] == 4 and isinstance(seen["shared"], LlamaBatchVerifier)
+    rerank = data["trace"]["phases"][1]["details"]["llm_rerank"]
+    assert rerank["pool"] and set(rerank["kept"]) <= set(rerank["pool"])
+    assert data["verdicts"] and all(v["accepted"] for v in data["verdicts"])
+    assert data["trace"]["config"]["verification_batch"] == 4
+    assert "terminat" in data["passages"][0]["text"].lower()  # the rerank puts what the model backs first

@@ -32,6 +32,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
 from .llm_backend import cpu_backend
@@ -425,6 +427,41 @@ class LocalLLM:
             finish_reason=str(choice.get("finish_reason") or ""),
             seconds=time.perf_counter() - started,
         )
+
+    def next_token_logprobs(self, tokens: Sequence[int], token_ids: Sequence[int]) -> list[float]:
+        """Log-probabilities of ``token_ids`` as the token that follows ``tokens``.
+
+        One forward pass over the tokens not shared with the previous call (the same prefix
+        reuse as :meth:`complete`); nothing is generated.
+
+        Raises:
+            ModelError: the prompt does not fit the context, or llama.cpp failed.
+        """
+        captured: list[Any] = []
+
+        def capture(_ids: Any, logits: Any) -> Any:
+            if not captured:
+                captured.append(np.array(logits, dtype=np.float64, copy=True))
+            return logits
+
+        if len(tokens) + 1 > self.context_size:
+            raise ModelError(f"prompt of {len(tokens)} tokens exceeds the model context of {self.context_size} tokens; "
+                             "raise the context size (context_size= / --context-size) or shorten the input")
+        with self._lock:
+            try:
+                self._llama.create_completion(list(tokens), max_tokens=1, temperature=0.0, seed=self.seed,
+                                              repeat_penalty=1.0, logits_processor=[capture])
+            except (ValueError, RuntimeError, OSError) as exc:
+                self._llama.reset()
+                self._last_prompt = []
+                raise ModelError(f"the language model failed on a {len(tokens)}-token prompt: {exc}") from None
+            self._last_prompt = list(tokens)
+        if not captured:
+            raise ModelError("the language model returned no logits")
+        logits = captured[0]
+        top = float(logits.max())
+        log_total = top + float(np.log(np.exp(logits - top).sum()))
+        return [float(logits[t]) - log_total for t in token_ids]
 
     def __repr__(self) -> str:
         return f"LocalLLM(source={self.source!r}, chat_format={self.chat_format!r}, context_size={self.context_size})"

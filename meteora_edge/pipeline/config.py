@@ -13,7 +13,7 @@ from .ladder import RUNGS
 
 __all__ = ["PipelineConfig", "RATIONALE_STRATEGIES", "default_window", "is_ordered_document", "select_config"]
 
-RATIONALE_STRATEGIES = ("auto", "query")
+RATIONALE_STRATEGIES = ("auto", "query", "llm+auto")
 
 
 def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
@@ -40,17 +40,26 @@ class PipelineConfig:
             (standardised cosine + ``lexical_weight`` × standardised BM25, the default),
             ``"dense"`` (cosine; ECSE is then METEORA exactly) or ``"lexical"`` (BM25).
         lexical_weight: weight of BM25 in the hybrid score.
-        rationales: what stands in for rationales when none are given and there is no
-            generator — ``"auto"`` (the question's parts and a second hop, written by rule;
-            see :mod:`meteora_edge.selection.auto_rationales`) or ``"query"`` (the question).
+        rationales: where the rationales come from when none are given — ``"auto"`` (the
+            generator's when there is one, else the question's parts and a second hop written
+            by rule, see :mod:`meteora_edge.selection.auto_rationales`), ``"query"`` (the
+            generator's, else the question) or ``"llm+auto"`` (the rule-written ones *and* the
+            generator's, which join them in ECSE; without a generator the same as ``"auto"``).
         use_ecse: run ECSE selection on the candidates (off: pure MeVe, verify all).
         expansion_window: ECSE neighbour expansion (0 for independent passages).
         elbow_z_threshold: the statistical elbow's threshold (``pooled_cut="elbow"``).
+        llm_pool: with a relevance scorer (an LLM), ECSE's selection and its next-best
+            candidates, this many in all, are scored by the LLM and re-cut (see
+            :mod:`meteora_edge.pipeline.rerank`); ``None`` turns the LLM rerank off.
+        llm_weight: weight of the LLM's standardised score against ECSE's in the rerank.
+        llm_z: the rerank keeps pooled chunks this many standard deviations above the pool's mean.
         pooled_cut: ECSE's cut of the pooled scores: ``"auto"`` (the elbow for dense scoring,
             the z-score cut otherwise), ``"elbow"`` or ``"zscore"``.
         pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
         verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
         tau_relevance: threshold of the cross-encoder and cosine rungs.
+        verification_batch: chunks judged per prompt by a batch verifier (one with
+            ``verify_batch``, e.g. ``LlamaBatchVerifier``); a one-chunk verifier ignores it.
         n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
         theta_redundancy: cosine above which a lower-ranked chunk is a duplicate (None: keep all).
         t_max: token budget (None: unlimited).
@@ -67,8 +76,12 @@ class PipelineConfig:
     elbow_z_threshold: float = 1.0
     pooled_cut: str = "auto"
     pooled_z: float = 2.0
+    llm_pool: int | None = 8
+    llm_weight: float = 1.5
+    llm_z: float = 0.5
     verification: str = "auto"
     tau_relevance: float = 0.4
+    verification_batch: int = 8
     n_min: int | None = 1
     theta_redundancy: float | None = 0.85
     t_max: int | None = 512
@@ -88,9 +101,13 @@ class PipelineConfig:
         check_window("expansion_window", self.expansion_window)
         _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
         _check_float("pooled_z", self.pooled_z, -100.0, 100.0)
+        _check_int("llm_pool", self.llm_pool, 1, optional=True)
+        _check_float("llm_weight", self.llm_weight, 0.0, 1e6)
+        _check_float("llm_z", self.llm_z, -100.0, 100.0)
         if self.verification not in RUNGS:
             raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {self.verification!r}")
         _check_float("tau_relevance", self.tau_relevance, -1e6, 1e6)
+        _check_int("verification_batch", self.verification_batch, 1)
         _check_int("n_min", self.n_min, 0, optional=True)
         _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)
         _check_int("t_max", self.t_max, 1, optional=True)

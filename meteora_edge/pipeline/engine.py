@@ -5,6 +5,8 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
 1. ``candidates`` — the caller's passages, or from a local index: kNN (``k_init``), and with
    hybrid or lexical scoring also BM25's ``k_init`` best, ranked by the fused score;
 2. ``selection``  — rationales (given / generator / written by rule from the query) and ECSE;
+   with a relevance scorer (an LLM), ECSE's best candidates are re-cut by ECSE and LLM
+   scores together (:mod:`~meteora_edge.pipeline.rerank`);
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
@@ -29,7 +31,7 @@ from typing import Any
 import numpy as np
 
 from ..documents import document_texts
-from ..errors import InputError, LocalIndexError
+from ..errors import InputError, LocalIndexError, ModelError
 from ..index.corpus_index import CorpusIndex
 from ..models.bm25 import BM25Index, bm25_tokens
 from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
@@ -41,6 +43,7 @@ from .budget import TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
 from .ladder import CrossEncoder, choose_rung, run_ladder
 from .prioritise import drop_duplicates
+from .rerank import combined_scores, rerank_cut, rerank_pool
 from .trace import CandidateRecord, PhaseRecord, Trace
 
 __all__ = ["PipelineConfig", "EvidencePipeline", "PipelineResult"]
@@ -90,6 +93,9 @@ class EvidencePipeline:
         verifier: e.g. a ``LlamaVerifier`` (the top rung of the ladder).
         cross_encoder: any object with ``score(query, passages)`` (the second rung).
         token_counter: the answer model's tokenizer (default: whitespace words).
+        relevance_scorer: any object with ``score(query, passages)`` returning one number per
+            passage, higher for more useful (e.g. a ``LlamaRelevanceScorer``): the LLM rerank
+            of ECSE's best ``config.llm_pool`` candidates.
 
     Example:
         >>> from meteora_edge import EvidencePipeline, PipelineConfig
@@ -109,6 +115,7 @@ class EvidencePipeline:
         verifier: VerifierLike | None = None,
         cross_encoder: CrossEncoder | None = None,
         token_counter: TokenCounter | None = None,
+        relevance_scorer: CrossEncoder | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.encoder = encoder if encoder is not None else HashingEncoder()
@@ -121,8 +128,10 @@ class EvidencePipeline:
         self.rationale_generator = rationale_generator
         self.verifier = verifier
         self.cross_encoder = cross_encoder
+        self.relevance_scorer = relevance_scorer
         self.token_counter = token_counter or WhitespaceCounter()
-        self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder)
+        self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder,
+                                reranked=relevance_scorer is not None and self.config.llm_pool is not None)
 
     def run(
         self,
@@ -269,11 +278,17 @@ class _Run:
     def selection(self, rationales: object | None) -> None:
         t0 = time.perf_counter()
         pipe, cfg = self.pipe, self.cfg
-        auto = rationales is None and pipe.rationale_generator is None and cfg.rationales == "auto"
-        if auto:
+        generator = pipe.rationale_generator
+        combine = rationales is None and generator is not None and cfg.rationales == "llm+auto"
+        auto = rationales is None and (combine or (generator is None and cfg.rationales in ("auto", "llm+auto")))
+        if combine:  # the model's rationales join the rule-written ones; none written leaves the rule's alone
+            chosen, source = resolve_rationales(self.query, None, generator, fallback_to_query=True,
+                                                documents=self.texts)
+            chosen, origin = (chosen if source == "generated" else []), "llm+auto"
+        elif auto:
             chosen, origin = [], "auto"
         else:
-            chosen, origin = resolve_rationales(self.query, rationales, pipe.rationale_generator, fallback_to_query=True,
+            chosen, origin = resolve_rationales(self.query, rationales, generator, fallback_to_query=True,
                                                 documents=self.texts)
         if len(chosen) > cfg.max_rationales:
             raise InputError(f"{len(chosen)} rationales, over max_rationales={cfg.max_rationales}")
@@ -281,7 +296,7 @@ class _Run:
             if auto:
                 from ..selection.auto_rationales import question_rationales
 
-                chosen = question_rationales(self.query)[0]
+                chosen = question_rationales(self.query)[0] + list(chosen)
             self.rationales = chosen
             self._phase("selection", t0, f"ECSE off; {len(self.order)} candidates pass on ({origin} rationales)",
                         rationale_source=origin, rationales=[r.to_dict() for r in chosen], ecse=False)
@@ -291,6 +306,8 @@ class _Run:
                                    lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z)
         if auto:
             plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors)
+            if chosen:  # llm+auto: the generated rationales join the rule-written ones
+                plan = plan.extended(chosen)
             if pipe.index is not None:
                 for rationale in plan.rationales:
                     if rationale.label != "question":
@@ -310,9 +327,34 @@ class _Run:
         self.order = sorted(result.selected_indices, key=lambda i: (-scores[i], i))
         details = {"rationale_source": origin, "rationales": [r.to_dict() for r in self.rationales],
                    "ecse": result.to_dict()["details"]}
-        self._phase("selection", t0,
-                    f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(self.rationales)} {origin} rationales, "
-                    f"{cfg.scoring} scores)", **details)
+        summary = (f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(self.rationales)} {origin} rationales, "
+                   f"{cfg.scoring} scores)")
+        if pipe.relevance_scorer is not None and cfg.llm_pool is not None:
+            details["llm_rerank"] = self._llm_rerank(scores)
+            summary += f"; LLM rerank of {len(details['llm_rerank']['pool'])} kept {len(self.order)}"
+        self._phase("selection", t0, summary, **details)
+
+    def _llm_rerank(self, scores: np.ndarray) -> dict[str, Any]:
+        """Re-cut ECSE's best candidates with the relevance scorer's scores (see :mod:`.rerank`)."""
+        cfg, scorer = self.cfg, self.pipe.relevance_scorer
+        assert scorer is not None and cfg.llm_pool is not None
+        pool = rerank_pool(scores, selected=self.order, pool=cfg.llm_pool)
+        llm = np.asarray(scorer.score(self.query, [self.texts[p] for p in pool]), dtype=np.float64).reshape(-1)
+        if llm.shape[0] != len(pool) or not np.isfinite(llm).all():
+            raise ModelError(f"the relevance scorer returned {llm.shape[0]} scores for {len(pool)} passages, or non-finite values")
+        ecse = np.asarray([scores[p] for p in pool], dtype=np.float64)
+        combined = combined_scores(ecse, llm, weight=cfg.llm_weight)
+        kept = [pool[j] for j in rerank_cut(ecse, llm, weight=cfg.llm_weight, z=cfg.llm_z)]
+        for j, position in enumerate(pool):
+            record = self.records[position]
+            record.llm_score = float(llm[j])
+            record.selected = position in kept
+            self.priority[position] = (float(combined[j]), "llm-rerank")
+        for position in set(self.order) - set(kept):
+            self.records[position].selected = False
+        self.order = kept
+        return {"pool": [self.labels[p] for p in pool], "kept": [self.labels[p] for p in kept],
+                "weight": cfg.llm_weight, "z": cfg.llm_z}
 
     def _retrieve_for(self, index: CorpusIndex, rationale: Any) -> None:
         """Fetch the index's best chunks for one rule-written rationale into the candidates.
@@ -350,7 +392,7 @@ class _Run:
         outcome = run_ladder(rung, query=self.query, texts=self.texts, order=positions, rationales=self.rationales,
                              tau=cfg.tau_relevance, query_vector=self.query_vector, vectors=self.vectors,
                              verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
-                             rationale_vectors=self.rationale_vectors)
+                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
         for position, passed, score in zip(positions, outcome.passed, outcome.scores):

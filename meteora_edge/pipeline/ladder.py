@@ -1,6 +1,7 @@
 """The verification ladder: LLM verifier → cross-encoder score ≥ tau → cosine ≥ tau → none.
 
-``"auto"`` takes the highest rung available. Every rung returns, per judged chunk, whether
+``"auto"`` takes the highest rung available (none instead of cosine after the LLM rerank,
+whose model has judged the candidates already). Every rung returns, per judged chunk, whether
 it passed and the score it was judged by; the LLM rung also returns the verdicts. The cosine
 rung judges a chunk by its best cosine to the query *or any rationale* (METEORA's verifier
 asks whether a chunk is relevant given the rationales; a second-hop rationale points at
@@ -18,7 +19,7 @@ import numpy as np
 from ..errors import ConfigError, ModelError
 from ..selection.rationales import Rationale
 from ..selection.stages import cosine_matrix
-from ..selection.verification import Verdict, VerifierLike, verify_chunks
+from ..selection.verification import Verdict, VerifierLike, verify_chunks, verify_chunks_batched
 
 __all__ = ["CrossEncoder", "LadderOutcome", "choose_rung", "run_ladder", "RUNGS"]
 
@@ -41,12 +42,20 @@ class LadderOutcome:
     verdicts: list[Verdict] = field(default_factory=list)
 
 
-def choose_rung(requested: str, *, verifier: object | None, cross_encoder: object | None) -> Rung:
-    """Resolve ``"auto"`` and check the requested rung is available."""
+def choose_rung(requested: str, *, verifier: object | None, cross_encoder: object | None, reranked: bool = False) -> Rung:
+    """Resolve ``"auto"`` and check the requested rung is available.
+
+    ``"auto"`` is the LLM verifier when there is one, else the cross-encoder, else — when the
+    LLM rerank has already judged the candidates (``reranked``) — none, else the cosine rung.
+    """
     if requested not in RUNGS:
         raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {requested!r}")
     if requested == "auto":
-        return "llm" if verifier is not None else "cross-encoder" if cross_encoder is not None else "cosine"
+        if verifier is not None:
+            return "llm"
+        if cross_encoder is not None:
+            return "cross-encoder"
+        return "none" if reranked else "cosine"
     if requested == "llm" and verifier is None:
         raise ConfigError("verification 'llm' needs a verifier; add an llm to the bundle or pass verifier=…")
     if requested == "cross-encoder" and cross_encoder is None:
@@ -67,16 +76,22 @@ def run_ladder(
     verifier: VerifierLike | None = None,
     cross_encoder: CrossEncoder | None = None,
     rationale_vectors: np.ndarray | None = None,
+    batch_size: int = 1,
 ) -> LadderOutcome:
     """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``.
 
-    ``rationale_vectors`` (one row per rationale) join the query for the cosine rung.
+    ``rationale_vectors`` (one row per rationale) join the query for the cosine rung. A
+    verifier with ``verify_batch`` judges ``batch_size`` chunks per call on the LLM rung;
+    any other verifier judges one chunk at a time.
     """
     if not order:
         return LadderOutcome(rung, [], [])
     if rung == "llm":
         assert verifier is not None
-        verdicts = verify_chunks(verifier, query, texts, order, rationales)
+        if hasattr(verifier, "verify_batch") and batch_size > 1:
+            verdicts = verify_chunks_batched(verifier, query, texts, order, rationales, batch_size=batch_size)  # type: ignore[arg-type]
+        else:
+            verdicts = verify_chunks(verifier, query, texts, order, rationales)
         return LadderOutcome(rung, [v.accepted for v in verdicts], [None] * len(order), verdicts)
     if rung == "cross-encoder":
         assert cross_encoder is not None

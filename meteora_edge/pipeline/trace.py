@@ -18,7 +18,8 @@ class CandidateRecord:
     Scores, one per phase: ``retrieval_score`` (the candidate ranking: fused, or cosine when
     scoring is dense) with its parts ``dense_score`` (cosine to the query) and
     ``lexical_score`` (BM25 of the query); ``ecse_score`` (selection: max of pooled and
-    pairing score); ``relevance`` (the verification rung's score, ``verified_by`` names the
+    pairing score); ``llm_score`` (the LLM rerank's relevance margin, pooled chunks only);
+    ``relevance`` (the verification rung's score, ``verified_by`` names the
     rung); ``bm25_score`` (the fallback's); ``priority`` (what prioritisation sorted by).
     """
 
@@ -31,6 +32,7 @@ class CandidateRecord:
     retrieved_for: str | None = None
     selected: bool | None = None
     ecse_score: float | None = None
+    llm_score: float | None = None
     relevance: float | None = None
     verdict: dict[str, Any] | None = None
     verified: bool | None = None

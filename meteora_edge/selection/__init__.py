@@ -3,6 +3,8 @@
 ``stages`` holds ECSE's stages as pure numpy functions (cosine matrix, pairing, pooled
 scores, the z-score elbow, expansion, top-k); ``ecse`` composes them into the selector;
 ``rationales`` parses and formats rationale text; ``reranker`` is METEORA's reranker
-facade; ``verification`` defines verdicts and their parsing; ``llm_generator`` and
-``llm_verifier`` are the two LLM roles, next to the method that uses them.
+facade; ``verification`` defines verdicts and their parsing (one chunk, or a batch);
+the LLM roles sit next to the method that uses them: ``llm_generator`` (METEORA's
+rationale prompt) and ``llm_hops`` (rationales per hop), ``llm_verifier`` (one chunk per
+prompt) and ``llm_batch_verifier`` (several), ``llm_scorer`` (relevance for the rerank).
 """

@@ -345,6 +345,16 @@ class AutoPlan:
     def second_hop(self) -> Rationale | None:
         return self.rationales[self.exclude_rows[0]] if self.exclude_rows else None
 
+    def extended(self, extra: Sequence[Rationale]) -> AutoPlan:
+        """This plan with ``extra`` rationales (e.g. an LLM's) after the rule-written ones, renumbered.
+
+        The strategy records how many were added (``"extra"``); pairing exclusions stay as they were.
+        """
+        start = len(self.rationales)
+        added = [Rationale(r.text, start + i, r.label, r.flag_instructions) for i, r in enumerate(extra, start=1)]
+        return AutoPlan([*self.rationales, *added], {**self.strategy, "extra": len(added)}, self.first_hop_text,
+                        self.exclude_rows)
+
 
 @dataclass(frozen=True)
 class _Scores:

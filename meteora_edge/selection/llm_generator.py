@@ -83,7 +83,8 @@ class LlamaRationaleGenerator:
         domain: optional subject named in the prompt (e.g. ``"online store policies"``).
         num_rationales: how many rationales to ask for (the result has at most this many).
         include_flag_instructions: ask for (and show) ``Flag Instructions``.
-        max_new_tokens: answer budget; default ``80 * num_rationales + 16``.
+        max_new_tokens: answer budget; default ``tokens_per_rationale * num_rationales + 16``
+            (80 per rationale here).
         do_sample: ``False`` is greedy whatever the temperature; ``True`` samples (temperature
             0.7 unless given); ``None`` (default) samples exactly when ``temperature`` > 0.
         temperature: sampling temperature (default: greedy, so the result is deterministic).
@@ -93,6 +94,11 @@ class LlamaRationaleGenerator:
     Raises:
         ConfigError: missing or malformed shots, an option out of range.
     """
+    #: the system instructions (``{domain}``, ``{n}`` and ``{flag}`` are filled in); subclasses
+    #: such as :class:`~meteora_edge.selection.llm_hops.HopRationaleGenerator` change them.
+    system_template = _SYSTEM
+    flag_template = _FLAG
+    tokens_per_rationale = 80
 
     def __init__(
         self,
@@ -121,7 +127,7 @@ class LlamaRationaleGenerator:
         self.domain = domain
         self.num_rationales = num_rationales
         self.include_flag_instructions = include_flag_instructions
-        self.max_new_tokens = max_new_tokens or 80 * num_rationales + 16
+        self.max_new_tokens = max_new_tokens or self.tokens_per_rationale * num_rationales + 16
         self.model = as_local_llm(model, threads=threads, context_size=context_size, seed=seed, chat_format=chat_format)
         self.last_completion: Completion | None = None
         self.last_text = ""
@@ -137,10 +143,10 @@ class LlamaRationaleGenerator:
 
     def messages(self, query: str) -> list[ChatMessage]:
         """The few-shot chat: instructions, each shot as a user/assistant pair, then the query."""
-        system = _SYSTEM.format(
+        system = self.system_template.format(
             domain=f" in {self.domain}" if self.domain else "",
             n=self.num_rationales,
-            flag=_FLAG if self.include_flag_instructions else "",
+            flag=self.flag_template if self.include_flag_instructions else "",
         )
         examples = [shot.text for shot in self.shots if shot.query is None]
         if examples:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import logging
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from typing import Any
 
@@ -30,7 +30,7 @@ from ..models.llm_model import DEFAULT_CONTEXT_SIZE, ChatMessage, Completion, Lo
 from .rationales import format_rationales
 from .verification import CONTEXT_OVERFLOW, Verdict, VerificationRequest, parse_verdict
 
-__all__ = ["LlamaVerifier", "verdict_schema", "answer_token_bound", "FLAG_TYPES", "CONTEXT_OVERFLOW"]
+__all__ = ["LlamaVerifier", "verdict_schema", "answer_token_bound", "evidence_block", "FLAG_TYPES", "CONTEXT_OVERFLOW"]
 
 logger = logging.getLogger(__name__)
 
@@ -99,6 +99,37 @@ def answer_token_bound(schema: dict[str, Any]) -> int:
     return len(("{" + sp + body + "}" + sp).encode("utf-8")) + _SAFETY_TOKENS
 
 
+def evidence_block(
+    evidence: Sequence[str], budget: int, count: Callable[[str], int], *, label: str = ""
+) -> tuple[list[str], str]:
+    """The accepted evidence as a verifier prompt shows it.
+
+    Args:
+        evidence: accepted passages, earliest first.
+        budget: tokens the shown passages may take; the earliest are shown.
+        count: tokens of a text.
+        label: put before each number (``[E1]``; none: ``[1]``).
+
+    Returns:
+        ``(lines, tail)``: one ``[N] text`` line per shown passage (each its own prompt part,
+        so the prefix stays token-identical as evidence grows) and the closing text: ``(none)``
+        or how many passages were not shown.
+    """
+    shown = []
+    for number, text in enumerate(evidence, start=1):
+        item = f"[{label}{number}] {' '.join(text.split())}\n"
+        cost = count(item)
+        if cost > budget:
+            break
+        shown.append(item)
+        budget -= cost
+    hidden = len(evidence) - len(shown)
+    tail = "(none)\n" if not evidence else ""
+    if hidden:
+        tail += f"({hidden} more accepted passage(s) not shown)\n"
+    return shown, tail
+
+
 class LlamaVerifier:
     """Judge chunks with a local GGUF model; usable as ``MeteoraReranker(verifier=…)``.
 
@@ -165,18 +196,7 @@ class LlamaVerifier:
             query=" ".join(request.query.split()),
             rationales=format_rationales(request.rationales) or "(none)",
         )
-        shown, budget = [], self.evidence_tokens
-        for number, evidence in enumerate(request.accepted_evidence, start=1):
-            item = f"[{number}] {' '.join(evidence.split())}\n"
-            cost = self._count(item)
-            if cost > budget:
-                break
-            shown.append(item)
-            budget -= cost
-        hidden = len(request.accepted_evidence) - len(shown)
-        tail = "(none)\n" if not request.accepted_evidence else ""
-        if hidden:
-            tail += f"({hidden} more accepted passage(s) not shown)\n"
+        shown, tail = evidence_block(request.accepted_evidence, self.evidence_tokens, self._count)
         tail += f"\nPassage to judge:\n{request.chunk.strip()}\n\nReply with the JSON object."
         return [
             ChatMessage("system", (_SYSTEM.format(domain=domain),)),

@@ -21,7 +21,6 @@ import os
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import Any, Union
 
@@ -124,20 +123,23 @@ def _shot_list(data: object, where: str) -> list[Any]:
     return data
 
 
-def load_sample_shots(path: str | os.PathLike[str] | None = None) -> list[Any]:
+def load_sample_shots(path: str | os.PathLike[str] | None = None, *, shipped: str = "data/rationale_shots.json") -> list[Any]:
     """Read sample shots from a file; the shipped defaults when ``path`` is None.
 
     ``.json``: a list or ``{"shots"|"sample_shots"|"examples": [...]}``; ``.jsonl``: one shot per
     line; any other file: JSON when it parses as JSON, else text shots (see the module doc).
 
+    Args:
+        path: a shots file, or None for the shipped file ``shipped`` (a path inside the package).
+
     Raises:
         InputError: the file is missing, malformed or holds no shots.
     """
-    from ..fileio import read_json_file, read_json_or_jsonl, read_text_file
+    from ..fileio import read_json_file, read_json_or_jsonl, read_json_source, read_text_file
 
     if path is None:
-        text = resources.files("meteora_edge").joinpath("data/rationale_shots.json").read_text(encoding="utf-8")
-        return _shot_list(json.loads(text), "the shipped sample shots")
+        data, where = read_json_source(None, shipped=shipped, what="sample shots")
+        return _shot_list(data, where)
     suffix = Path(path).suffix.lower()
     if suffix == ".json":
         shots = _shot_list(read_json_file(path), str(path))

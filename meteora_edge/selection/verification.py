@@ -17,6 +17,13 @@ rejected with flag type ``PARSE_ERROR``. :class:`MeteoraVerifier` with ``fail_cl
 reads leniently as METEORA does (``"yes"``/``1``/``relevant: yes`` prose) and accepts an
 answer it cannot read. Chunks are judged one at a time, best first, each with the evidence
 accepted so far. Errors raised by the model itself propagate to the caller.
+
+A *batch* verifier (``.verify_batch(requests)``, see :class:`BatchVerifier`) judges several
+chunks in one answer: a JSON array (or a list of mappings) with one verdict per chunk,
+keyed by ``id`` = the chunk index. :func:`parse_batch_verdicts` reads it chunk by chunk: a
+chunk the answer leaves out, or whose verdict is unusable, gets a ``PARSE_ERROR`` verdict of
+its own while the others stand. :func:`verify_chunks_batched` feeds the batches in judging
+order, each with the evidence accepted in the batches before it.
 """
 
 from __future__ import annotations
@@ -39,6 +46,9 @@ __all__ = [
     "MeteoraVerifier",
     "parse_verdict",
     "verify_chunks",
+    "BatchVerifier",
+    "parse_batch_verdicts",
+    "verify_chunks_batched",
     "PARSE_ERROR",
     "CONTEXT_OVERFLOW",
     "VERDICT_ERRORS",
@@ -408,4 +418,118 @@ def verify_chunks(
         verdicts.append(verdict)
         if verdict.accepted:
             accepted.append(texts[index])
+    return verdicts
+
+
+# -- several chunks per answer -----------------------------------------------------------
+
+
+@runtime_checkable
+class BatchVerifier(Protocol):
+    """Judges several chunks of one query at once; the requests share query, rationales and evidence."""
+
+    def verify_batch(self, requests: Sequence[VerificationRequest]) -> Sequence[Mapping[str, Any]] | str: ...
+
+
+def _load_array(text: str) -> list[Any] | None:
+    candidates = [text.strip()] + [m.group(1).strip() for m in _FENCE.finditer(text)]
+    start, end = text.find("["), text.rfind("]")
+    if 0 <= start < end:
+        candidates.append(text[start : end + 1])
+    for candidate in candidates:
+        try:
+            value = json.loads(candidate)
+        except (ValueError, RecursionError):
+            continue
+        if isinstance(value, list):
+            return value
+        if isinstance(value, dict) and isinstance(value.get("verdicts"), list):
+            return value["verdicts"]
+    return None
+
+
+def _item_id(item: Mapping[str, Any]) -> int | None:
+    value = item.get("id", item.get("chunk_index"))
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and value.strip().lstrip("[").rstrip("]").isdigit():
+        return int(value.strip().lstrip("[").rstrip("]"))
+    return None
+
+
+def parse_batch_verdicts(raw: object, chunk_indices: Sequence[int]) -> list[Verdict]:
+    """One verdict per chunk of ``chunk_indices`` from a batched answer, failing closed per chunk.
+
+    Args:
+        raw: a JSON array text (plain, fenced, or inside prose; ``{"verdicts": [...]}`` too) or
+            a list of mappings, each with ``id`` (the chunk index), ``relevant`` and ``flagged``.
+        chunk_indices: the chunks the answer had to judge, in order.
+
+    Returns:
+        Verdicts in ``chunk_indices`` order. A chunk with no item, an item that is not a usable
+        verdict, or an id given twice, gets a ``PARSE_ERROR`` verdict; the other chunks keep theirs.
+    """
+    if isinstance(raw, (bytes, bytearray)):
+        raw = raw.decode("utf-8", errors="replace")
+    items = list(raw) if isinstance(raw, (list, tuple)) else _load_array(raw) if isinstance(raw, str) else None
+    if items is None:
+        shown = str(raw)[:80]
+        kept = raw[:MAX_RAW_CHARS] if isinstance(raw, str) else None
+        return [_failed(f"batched verifier answer is not a JSON array: {shown!r}", int(i), kept) for i in chunk_indices]
+    wanted = {int(i) for i in chunk_indices}
+    found: dict[int, Verdict] = {}
+    repeated: set[int] = set()
+    for item in items:
+        if not isinstance(item, Mapping):
+            continue
+        index = _item_id(item)
+        if index is None or index not in wanted:
+            continue
+        if index in found:
+            repeated.add(index)
+        found[index] = parse_verdict(item, chunk_index=index)
+    verdicts = []
+    for index in (int(i) for i in chunk_indices):
+        if index in repeated:
+            verdicts.append(_failed(f"batched verifier answer judges chunk {index} more than once", index, None))
+        elif index in found:
+            verdicts.append(found[index])
+        else:
+            verdicts.append(_failed(f"batched verifier answer has no verdict for chunk {index}", index, None))
+    return verdicts
+
+
+def verify_chunks_batched(
+    verifier: BatchVerifier,
+    query: str,
+    texts: Sequence[str],
+    order: Sequence[int],
+    rationales: Sequence[Rationale],
+    *,
+    batch_size: int,
+) -> list[Verdict]:
+    """Judge ``texts[i]`` for ``i`` in ``order`` in batches of ``batch_size`` chunks.
+
+    Each batch sees the evidence accepted in the batches before it (chunks of one batch are
+    judged together, so they do not see each other's verdicts).
+
+    Returns:
+        One verdict per judged chunk, in judging order.
+    """
+    if not isinstance(batch_size, int) or isinstance(batch_size, bool) or batch_size < 1:
+        raise InputError(f"batch_size must be a positive integer, got {batch_size!r}")
+    accepted: list[str] = []
+    verdicts: list[Verdict] = []
+    for start in range(0, len(order), batch_size):
+        batch = [int(i) for i in order[start : start + batch_size]]
+        requests = [
+            VerificationRequest(query=query, chunk=texts[i], chunk_index=i, rationales=tuple(rationales),
+                                accepted_evidence=tuple(accepted))
+            for i in batch
+        ]
+        judged = parse_batch_verdicts(verifier.verify_batch(requests), batch)
+        verdicts += judged
+        accepted += [texts[v.chunk_index] for v in judged if v.accepted]
     return verdicts

@@ -122,7 +122,7 @@ def model_dir(tmp_path) -> Path:
         ("missing-train", "file not found"),
         ("row-without-rejected", "row 1: missing key 'rejected'"),
         ("mixed-row", "must all be non-empty strings or all lists"),
-        ("no-config", "has no config.json"),
+        ("no-config", "neither a Hugging Face causal LM folder"),
         ("output-not-empty", "is not empty; give a new folder or pass --overwrite"),
         ("beta", "beta must be a positive number"),
         ("max-steps", "max_steps must be a positive integer"),
@@ -243,3 +243,27 @@ def test_lora_adapter_is_merged_and_the_chat_template_is_used(prepared, tiny_lla
     assert before.keys() == after.keys()  # merged: plain Llama weights, no lora_ tensors
     assert any((before[k] != after[k]).any() for k in before)
     assert "chat_template" in json.loads((out / "tokenizer_config.json").read_text()) or (out / "chat_template.jinja").is_file()
+
+
+@pytest.mark.slow
+def test_training_starts_from_a_gguf_file(prepared, tiny_llama, converter, tmp_path):
+    """The tiny Llama as an F16 GGUF: transformers dequantises it, DPO moves it, HF weights come out."""
+    pytest.importorskip("trl")
+    pytest.importorskip("gguf")
+    import torch
+
+    torch.set_num_threads(1)
+    from meteora_edge.export.dpo_train import train_dpo
+    from meteora_edge.export.llm import export_llm
+
+    component = export_llm(str(tiny_llama), tmp_path / "bundle", quant="F16", llama_cpp_dir=converter)
+    gguf_file = tmp_path / "bundle" / component.files["model"].path
+    out = tmp_path / "from-gguf"
+    report = train_dpo(prepared / "dpo" / "train.jsonl", gguf_file, out,
+                       config=DPOTrainingConfig(max_steps=1, max_length=768, threads=1))
+    assert report["steps"] == 1 and report["model"] == str(gguf_file)
+    assert [e["step"] for e in report["log"] if "loss" in e] == [1.0]
+    before, after = _weights(tiny_llama), _weights(out)
+    assert before.keys() <= after.keys()
+    for name in before:  # the GGUF's weights (F16 rounding plus one small step), not a fresh initialisation
+        assert abs(before[name].astype("float32") - after[name].astype("float32")).max() < 1e-2, name

