@@ -7,8 +7,9 @@ The answer is a JSON array, one object per chunk in order::
     [{"id": 3, "relevant": true, "flagged": false}, {"id": 7, "relevant": false, "flagged": false}]
 
 The verifier writes the array's structure itself (ids, keys, punctuation) and the model
-chooses only the values, each under a grammar that admits exactly the allowed tokens
-(``true``/``false``, and for a flagged chunk one of the flag types). So every answer is a
+chooses only the values, restricted to the allowed ones (``true``/``false``, and for a
+flagged chunk one of the flag types): by the likelier first token when the options start
+with different tokens (one forward pass, nothing decoded), else under a grammar. So every answer is a
 valid array with every chunk, a verdict costs a couple of decoded tokens instead of the
 dozen or so the full object takes, and each step evaluates only its new tokens: the prompt,
 the chunks and the answer so far stay a shared KV prefix. The text is then read by
@@ -110,6 +111,8 @@ class LlamaBatchVerifier:
         self.last_answer = ""
         self.last_stats = BatchStats()
         self._grammars: dict[tuple[str, ...], Any] = {}
+        self._first: dict[tuple[str, ...], list[int] | None] = {}
+        self._previous = 0  # tokens of the previous call of this batch (the shared prefix)
 
     # -- prompt --------------------------------------------------------------------------
 
@@ -141,14 +144,34 @@ class LlamaBatchVerifier:
             self._grammars[options] = LlamaGrammar.from_string(f"root ::= {rule}", verbose=False)
         return self._grammars[options]
 
+    def _first_tokens(self, options: tuple[str, ...]) -> list[int] | None:
+        """Each option's first token, when they differ (then that token decides the option)."""
+        if options not in self._first:
+            firsts = [ids[0] if ids else None for ids in (self.model.tokenize(o) for o in options)]
+            self._first[options] = firsts if None not in firsts and len(set(firsts)) == len(firsts) else None
+        return self._first[options]  # type: ignore[return-value]
+
     def _choose(self, prompt: list[int], answer: str, options: tuple[str, ...]) -> str:
-        """Let the model pick one of ``options`` to continue ``answer`` (greedy, grammar-bound)."""
+        """Let the model pick one of ``options`` to continue ``answer`` (greedy, restricted to them).
+
+        When the options start with different tokens (`` true``/`` false`` in real vocabularies),
+        greedy decoding under the grammar is decided by the first token: one forward pass over
+        the new tokens and the most likely of those tokens, with no grammar over the whole
+        vocabulary and no decoding step after the choice. Otherwise the grammar decodes.
+        """
         tokens = prompt + self.model.tokenize(answer)
-        bound = max(len(self.model.tokenize(o)) for o in options) + 1
-        done = self.model.complete(tokens, max_tokens=bound, grammar=self._grammar(options), temperature=0.0)
         stats = self.last_stats
         stats.calls += 1
+        firsts = self._first_tokens(options)
+        if firsts is not None:
+            stats.evaluated_tokens += len(tokens) - self._previous
+            self._previous = len(tokens)
+            logprobs = self.model.next_token_logprobs(tokens, firsts)
+            return options[max(range(len(options)), key=lambda i: logprobs[i])]
+        bound = max(len(self.model.tokenize(o)) for o in options) + 1
+        done = self.model.complete(tokens, max_tokens=bound, grammar=self._grammar(options), temperature=0.0)
         stats.evaluated_tokens += done.prompt_tokens - done.reused_tokens + done.completion_tokens
+        self._previous = len(tokens)
         choice = done.text
         return choice if choice in options else next((o for o in options if o.strip() == choice.strip()), options[-1])
 
@@ -177,7 +200,7 @@ class LlamaBatchVerifier:
                       "flag_types": [CONTEXT_OVERFLOW]} for r in requests]
             self.last_answer = json.dumps(items)
             return self.last_answer
-        answer = "["
+        answer, self._previous = "[", 0
         for position, request in enumerate(requests):
             answer += f'{{"id": {request.chunk_index}, "relevant":'
             answer += self._choose(prompt, answer, _BOOLEANS) + ', "flagged":'
