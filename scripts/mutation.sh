@@ -2,8 +2,9 @@
 # Mutation testing of the selection, pipeline, index, budget and verification modules; a script
 # outside CI (hours on two cores), its scores are in docs/testing.md. mutmut copies meteora_edge/
 # into mutants/, mutates the modules [tool.mutmut] in pyproject.toml lists and runs the fast tier
-# (-m "not slow") against each mutant: one worker, nice 10. Results stay in mutants/, so a run
-# that stops resumes, and a function that changed since is tested again.
+# of the tests listed there against each mutant (only those that reach the mutated function,
+# quickest first): one worker, nice 10. Results stay in mutants/, so a run that stops resumes,
+# and a function that changed since is tested again.
 #
 #   scripts/mutation.sh                           every mutant not judged yet, then the table
 #   scripts/mutation.sh MODULE...                 every mutant of these modules, again
