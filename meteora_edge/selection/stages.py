@@ -99,12 +99,13 @@ def standardise(scores: np.ndarray) -> np.ndarray:
         [[-1.225, 0.0, 1.225], [0.0, 0.0, 0.0]]
     """
     values = np.asarray(scores, dtype=np.float64)
-    flat = values.ndim == 1
-    rows = values[None, :] if flat else values
-    mean = rows.mean(axis=1, keepdims=True) if rows.shape[1] else np.zeros((rows.shape[0], 1))
-    std = rows.std(axis=1, keepdims=True) if rows.shape[1] else np.ones((rows.shape[0], 1))
+    if values.size == 0:
+        return values
+    rows = np.atleast_2d(values)
+    mean = rows.mean(axis=1, keepdims=True)
+    std = rows.std(axis=1, keepdims=True)
     out = np.where(std > 0, (rows - mean) / np.where(std > 0, std, 1.0), 0.0)
-    return out[0] if flat else out
+    return out if values.ndim == 2 else out[0]
 
 
 def fuse_scores(dense: np.ndarray, lexical: np.ndarray, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
@@ -139,7 +140,7 @@ def zscore_cut(scores: np.ndarray, z_threshold: float) -> np.ndarray:
         >>> zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist()
         [3]
     """
-    z = standardise(np.asarray(scores, dtype=np.float64))
+    z = standardise(scores)
     keep = np.flatnonzero(z >= z_threshold)
     return keep[np.lexsort((keep, -z[keep]))]
 

@@ -1,5 +1,7 @@
 """Hybrid (dense + lexical) scoring in ECSE: the maths, the cut, and METEORA parity for dense."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -21,6 +23,24 @@ def test_standardise_rows_and_constant_rows():
     assert standardise(np.array([5.0])).tolist() == [0.0]
 
 
+def test_standardise_works_in_double_precision_and_keeps_the_shape():
+    cosines = np.array([0.1, 0.2, 0.7], dtype=np.float32)  # what encoders return
+    values = [float(x) for x in cosines]
+    mean = sum(values) / 3
+    std = (sum((v - mean) ** 2 for v in values) / 3) ** 0.5
+    out = standardise(cosines)
+    assert out.dtype == np.float64 and out.shape == (3,)
+    np.testing.assert_allclose(out, [(v - mean) / std for v in values], rtol=1e-12)
+    assert standardise(np.array([[0.5, 1.5]])).tolist() == [[-1.0, 1.0]]  # one row stays a matrix
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_standardise_of_nothing_is_nothing_without_warnings(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert standardise(np.zeros(shape)).shape == shape
+
+
 def test_fuse_dense_is_the_cosine_unchanged_and_hybrid_adds_standardised_parts():
     dense = np.array([[0.9, 0.1, 0.5]])
     lexical = np.array([[0.0, 6.0, 3.0]])
@@ -37,14 +57,17 @@ def test_zscore_cut_keeps_only_standouts_best_first():
     assert zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist() == [3]
     assert zscore_cut(np.array([0.5, 0.5, 0.5]), 1.0).tolist() == []  # nothing stands out
     assert zscore_cut(np.array([1.0, 0.0, 1.0, 0.0]), 0.5).tolist() == [0, 2]
+    assert zscore_cut(np.array([0.0, 0.0, 0.0, 0.0, 5.0, 9.0]), 0.5).tolist() == [5, 4]  # best first
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=30), st.floats(0.0, 3.0))
 def test_zscore_cut_is_exactly_the_scores_at_or_above_the_threshold(scores, z):
     values = np.array(scores)
-    kept = set(zscore_cut(values, z).tolist())
-    assert kept == {i for i, s in enumerate(standardise(values)) if s >= z}
+    z_scores = standardise(values)
+    kept = zscore_cut(values, z).tolist()
+    assert set(kept) == {i for i, s in enumerate(z_scores) if s >= z}
+    assert kept == sorted(kept, key=lambda i: (-z_scores[i], i))  # best first, ties by position
 
 
 def test_dense_scoring_is_meteora_exactly():
