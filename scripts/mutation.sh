@@ -9,7 +9,10 @@
 #   scripts/mutation.sh                           every mutant not judged yet, then the table
 #   scripts/mutation.sh MODULE...                 every mutant of these modules, again
 #                                                 (MODULE: selection.stages or meteora_edge/pipeline/budget.py)
-#   scripts/mutation.sh --survivors [MODULE...]   only the survivors again (after adding tests)
+#   scripts/mutation.sh --survivors [MODULE...]   only the mutants not killed yet (after adding tests)
+#
+# After a change to a module's code, run the module again (or, once every module has run, the
+# script without arguments: mutmut then tests the functions that changed).
 #   scripts/mutation.sh --table                   the table only
 #   MUTATION_CHILDREN=2 scripts/mutation.sh       more workers, on a machine of your own
 set -euo pipefail
