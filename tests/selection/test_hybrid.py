@@ -11,6 +11,8 @@ from meteora_edge import ConfigError, HashingEncoder, MeteoraSelector
 from meteora_edge.models.bm25 import BM25Index, bm25_tokens
 from meteora_edge.selection.stages import cosine_matrix, fuse_scores, standardise, zscore_cut
 
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the numeric core never warns
+
 
 def _encoder(vectors):
     return lambda texts: np.array([vectors[t] for t in texts], dtype=np.float32)
@@ -34,6 +36,16 @@ def test_standardise_works_in_double_precision_and_keeps_the_shape():
     assert standardise(np.array([[0.5, 1.5]])).tolist() == [[-1.0, 1.0]]  # one row stays a matrix
 
 
+@pytest.mark.parametrize("value", [0.1, 0.7, 1 / 3, 2.2, 0.0])
+@pytest.mark.parametrize("n", [3, 7, 10])
+def test_a_constant_row_standardises_to_zeros_despite_rounding(value, n):
+    # the mean of n copies of 0.1 is not exactly 0.1, so a plain std > 0 test sees a spread of
+    # 1e-17 and turns the row into +1 or -1 everywhere; no chunk stands out of a constant row
+    out = standardise(np.array([[value] * n, list(range(n))]))
+    assert out[0].tolist() == [0.0] * n
+    assert zscore_cut(np.full(n, value), 0.5).tolist() == []
+
+
 @pytest.mark.parametrize("shape", [(0,), (2, 0)])
 def test_standardise_of_nothing_is_nothing_without_warnings(shape):
     with warnings.catch_warnings():
@@ -51,6 +63,22 @@ def test_fuse_dense_is_the_cosine_unchanged_and_hybrid_adds_standardised_parts()
     assert np.allclose(hybrid, standardise(dense) + 0.5 * standardise(lexical))
     with pytest.raises(ValueError, match="scoring must be one of"):
         fuse_scores(dense, lexical, scoring="magic")
+
+
+def test_fuse_defaults_to_equal_weights_and_works_in_float64():
+    dense = np.array([[0.9, 0.1, 0.5]], dtype=np.float32)  # cosines as encoders return them
+    lexical = np.array([[0.0, 6.0, 3.0]])
+    assert np.array_equal(fuse_scores(dense, lexical, scoring="hybrid"), standardise(dense) + standardise(lexical))
+    assert fuse_scores(dense, lexical, scoring="dense").dtype == np.float64
+
+
+def test_fuse_errors_name_the_choices_and_both_shapes():
+    with pytest.raises(ValueError) as info:
+        fuse_scores(np.zeros((1, 2)), np.zeros((1, 2)), scoring="magic")
+    assert str(info.value) == "scoring must be one of dense, lexical, hybrid, got 'magic'"
+    with pytest.raises(ValueError) as info:
+        fuse_scores(np.zeros((1, 3)), np.zeros((2, 3)), scoring="hybrid")
+    assert str(info.value) == "dense scores have shape (1, 3) but lexical scores (2, 3)"
 
 
 def test_zscore_cut_keeps_only_standouts_best_first():
