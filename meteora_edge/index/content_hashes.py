@@ -17,6 +17,8 @@ from .corpus import SourceDocument
 
 __all__ = ["unseen_documents", "record_file"]
 
+_READ_BATCH = 4096  # stored records read at a time
+
 
 class _Records(Protocol):
     manifest: dict[str, Any]
@@ -27,17 +29,19 @@ class _Records(Protocol):
 
 
 def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    # UTF-8 (the default); a lone surrogate is hashed too, so that the writer, not this check,
+    # refuses it with a clear message
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
 
 
-def _stored(index: _Records, wanted: set[str], batch: int = 4096) -> set[str]:
+def _stored(index: _Records, wanted: set[str]) -> set[str]:
     """The hashes in ``wanted`` that belong to a stored chunk (the record's own ``sha256`` when
-    the index stores one, else the hash of its text)."""
+    the index stores one, else the hash of its text); reading stops once all are found."""
     found: set[str] = set()
-    for lo in range(0, len(index), batch):
+    for lo in range(0, len(index), _READ_BATCH):
         if len(found) == len(wanted):
             break
-        for record in index.records(range(lo, min(lo + batch, len(index)))):
+        for record in index.records(range(lo, min(lo + _READ_BATCH, len(index)))):
             stored = record.get("sha256")
             digest = stored if isinstance(stored, str) else _text_hash(record["text"])
             if digest in wanted:
