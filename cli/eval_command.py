@@ -22,9 +22,10 @@ from meteora_edge.evaluation import (
     require_matplotlib,
 )
 from meteora_edge.fileio import write_text_atomic
+from meteora_edge.models.cpu_features import cpu_info
 from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .output import check_output_path
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
@@ -39,6 +40,7 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--llm-threads", type=click.IntRange(min=1), default=1, show_default=True, help="Threads of the GGUF model.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
@@ -78,10 +80,14 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     click.echo(report_table(reports, skipped_yes_no=yes_no))
     click.echo(f"(latencies exclude embedding the question and its candidates: {embed_ms:.1f} ms per question, "
                f"done once for all methods with {encoder.identity})")
+    cpu = cpu_info()
+    click.echo(f"(CPU: {cpu.model}, {cpu.machine}; int8 dot-product: {cpu.int8_dot or 'none'} — int8 figures move "
+               "slightly between CPUs)")
     meta = {
         "data": data_file, "level": level, "questions": len(questions), "yes_no_skipped": yes_no,
         "encoder": encoder.identity, "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, "meteora_edge": __version__,
-        "python": platform.python_version(), "machine": platform.machine(),
+        "python": platform.python_version(), "machine": platform.machine(), "cpu": cpu.model,
+        "cpu_int8_dot": cpu.int8_dot,
     }
     if output:
         report = {"meta": meta, "methods": [r.to_dict(with_questions=per_question) for r in reports]}

@@ -45,7 +45,8 @@ def export_llm_command(source: str | None, out: str, quant: str, gguf: str | Non
 @click.argument("source")
 @click.option("--out", "out", required=True, type=click.Path(file_okay=False), help="Bundle folder (created when absent).")
 @click.option("--quantize", type=click.Choice(["int8"]), default=None,
-              help="Also write a per-channel dynamic int8 model (faster, smaller).")
+              help="Also write the per-channel dynamic int8 models: int8 (mixed recipe) and int8-dot (for CPUs "
+                   "with int8 dot-product instructions).")
 @click.option("--max-length", type=click.IntRange(min=2), default=None,
               help="Tokens per text [the model's max_seq_length].")
 @click.option("--opset", type=click.IntRange(14, 21), default=17, show_default=True, help="ONNX opset.")
@@ -60,7 +61,7 @@ def export_encoder_command(source: str, out: str, quantize: str | None, max_leng
     click.echo(f"{out}: encoder from {component.source} (dimension {settings['dimension']}, max length "
                f"{settings['max_length']}, {settings['pooling']} pooling, licence {component.licence})")
     report = component.report
-    for precision in ("fp32", "int8"):
+    for precision in ("fp32", "int8", "int8-dot"):
         if precision in report:
             row = report[precision]
             click.echo(f"parity {precision} vs torch over {report['sentences']} sentences: "

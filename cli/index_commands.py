@@ -1,4 +1,4 @@
-"""``meteora-edge index build|add|info``: the local corpus index."""
+"""``meteora-edge index build|add|info``: the local corpus index, or a Milvus collection."""
 
 from __future__ import annotations
 
@@ -12,9 +12,13 @@ import click
 
 from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
 from meteora_edge.index.content_hashes import unseen_documents
+from meteora_edge.errors import InputError
+from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
 from meteora_edge.index.local_index import LocalIndex
+from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 
-from .encoder_option import bundle_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .index_location import check_encoder, open_index, quiet_milvus_logs
 
 
 @contextmanager
@@ -60,37 +64,82 @@ _strict_option = click.option("--strict", is_flag=True, help="Fail on a file tha
 
 @click.group()
 def index() -> None:
-    """Build and inspect a local corpus index (vectors, chunk store, BM25)."""
+    """Build and inspect a corpus index: a local folder (vectors, chunk store, BM25) or a Milvus collection."""
+
+
+def _target(backend: str, out: str | None, uri: str | None, collection: str | None, ann: str | None,
+            ann_probe: int | None) -> MilvusLocation | None:
+    """Check the options that say where the index goes; the Milvus location, or None for a local index."""
+    if ann_probe is not None and ann is None:
+        raise InputError("--ann-probe sets the ANN structure's search width; add --ann ivf or --ann hnsw")
+    if backend == "local":
+        if out is None or uri or collection:
+            raise InputError("a local index needs --out FOLDER (--uri and --collection are for --backend milvus)")
+        if ann:
+            require_faiss()
+        return None
+    if uri is None or out:
+        raise InputError("--backend milvus needs --uri (a Milvus Lite path ending in .db, or http(s)://HOST:PORT) "
+                         "instead of --out")
+    if ann:
+        raise InputError("--ann builds the local index's ANN structure; Milvus indexes its vectors itself")
+    location = milvus_location(uri, collection)
+    quiet_milvus_logs()
+    return location
 
 
 @index.command("build")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--out", "-o", required=True, type=click.Path(), help="Index folder to create (missing or empty).")
+@click.option("--out", "-o", type=click.Path(), default=None, help="Index folder to create (missing or empty).")
+@click.option("--backend", type=click.Choice(["local", "milvus"]), default="local", show_default=True,
+              help="Where the index goes: a local folder (--out) or a Milvus collection (--uri; pip install "
+                   "\"meteora-edge[milvus]\").")
+@click.option("--uri", default=None,
+              help="Milvus: a Milvus Lite database path ending in .db (e.g. ./corpus.db), or http(s)://HOST:PORT.")
+@click.option("--collection", default=None,
+              help="Milvus collection [the .db file's name, e.g. corpus; on a server: meteora_edge].")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=200, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
-@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out (never anything else).")
+@click.option("--overwrite", is_flag=True, help="Replace an existing index at --out or collection (never anything else).")
+@click.option("--ann", type=click.Choice(ANN_KINDS), default=None,
+              help="Also build an approximate kNN structure (faiss; pip install \"meteora-edge[ann]\"): ivf or hnsw. "
+                   f"Used when the index holds {EXACT_BELOW:,}+ chunks.")
+@click.option("--ann-probe", type=click.IntRange(min=1), default=None,
+              help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
 @_strict_option
 @bundle_option
 @threads_option
 @precision_option
-def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool,
-          strict: bool, bundle: str | None, threads: int, precision: str) -> None:
+@cache_option
+def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
+          chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
+          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str) -> None:
     """Index text, markdown, JSON and JSONL files (folders are searched recursively).
 
     A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
     with one warning line naming it and why; --strict fails instead.
     """
+    location = _target(backend, out, uri, collection, ann, ann_probe)
     documents, skipped = _read(inputs, strict)
     encoder = encoder_from_options(bundle, threads, precision)
     with _progress("embedding") as progress:
-        built = LocalIndex.build(out, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                 batch_size=batch_size, overwrite=overwrite, progress=progress)
-    click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {out}", err=True)
+        if location is None:
+            built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
+                                     batch_size=batch_size, overwrite=overwrite, progress=progress,
+                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None)
+            where = out
+        else:
+            from meteora_edge.index.milvus_index import MilvusIndex
+
+            built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
+                                      batch_size=batch_size, overwrite=overwrite, progress=progress)
+            where = location.label
+    click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where}", err=True)
 
 
 @index.command("add")
-@click.argument("index_dir", type=click.Path())
+@click.argument("index_dir", metavar="INDEX")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--allow-duplicates", is_flag=True, help="Add documents whose content the index already holds.")
@@ -98,32 +147,41 @@ def build(inputs: tuple[str, ...], out: str, chunk_size: int, overlap: int | Non
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
         bundle: str | None, threads: int, precision: str) -> None:
-    """Append documents to an index (chunked and embedded like the rest; writers take turns).
+    """Append documents to an index folder or milvus:// collection (chunked and embedded like the rest).
 
     Documents already in the index (every chunk's text matches a stored one, by sha256) are
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
+    A local index's writers take turns; a Milvus collection takes one writer at a time.
     """
     documents, skipped = _read(inputs, strict)
-    encoder = encoder_from_options(bundle, threads, precision)
-    current = LocalIndex.load(index_dir, encoder=encoder)
-    fresh = documents if allow_duplicates else unseen_documents(current, documents)
+    current = open_index(index_dir)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    check_encoder(current, encoder, index_dir)
+    fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
     known = len(documents) - len(fresh)
-    grown, added = current, 0
-    if fresh:  # add() checks again under the writer lock, against the version it appends to
+    added, total = 0, len(current)
+    if fresh and isinstance(current, LocalIndex):  # add() checks again under the writer lock
         with _progress("embedding") as progress:
             grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
                                 allow_duplicates=allow_duplicates)
         if grown.generation != current.generation:
             added = grown.manifest["last_write"]["chunks"]
+        total = len(grown)
+    elif fresh:
+        with _progress("embedding") as progress:
+            added = current.add(fresh, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
+                                allow_duplicates=True)
+        total = len(current)
     note = f"; {known} document(s) already in the index were left out" if known else ""
-    click.echo(f"read {_counts(documents, skipped)}; added {added} chunks{note}; "
-               f"{index_dir} now holds {len(grown)}", err=True)
+    click.echo(f"read {_counts(documents, skipped)}; added {added} chunks{note}; {index_dir} now holds {total}",
+               err=True)
 
 
 @index.command("info")
-@click.argument("index_dir", type=click.Path())
+@click.argument("index_dir", metavar="INDEX")
 def info(index_dir: str) -> None:
-    """Describe an index (after checking every file)."""
-    click.echo(json.dumps(LocalIndex.load(index_dir).info(), indent=2))
+    """Describe an index folder (after checking every file) or a milvus:// collection."""
+    click.echo(json.dumps(open_index(index_dir).info(), indent=2))  # type: ignore[attr-defined]

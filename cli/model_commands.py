@@ -37,7 +37,7 @@ def _describe(bundle: Bundle) -> list[str]:
             lines.append("  settings: " + ", ".join(f"{k}={v}" for k, v in sorted(shown.items())))
         for role, entry in sorted(comp.files.items()):
             lines.append(f"  {role}: {entry.path} ({entry.size:,} bytes, sha256 {entry.sha256[:12]}…)")
-        for precision in ("fp32", "int8"):
+        for precision in ("fp32", "int8", "int8-dot"):
             row = comp.report.get(precision)
             if isinstance(row, dict) and "min_cosine" in row:
                 lines.append(f"  parity {precision}: min cosine {row['min_cosine']}, mean {row.get('mean_cosine')} "
@@ -72,13 +72,14 @@ def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
     bundle = _load(bundle_dir)
     report: dict[str, Any] = {"bundle": str(bundle.root), "files": bundle.verify(), "models": {}}
     if not hashes_only:
-        from meteora_edge.models.onnx_encoder import PRECISIONS, OnnxEncoder
+        from meteora_edge.models.onnx_encoder import OnnxEncoder
+        from meteora_edge.models.precision import VARIANTS
 
         for name, comp in sorted(bundle.components.items()):
             if comp.kind != "encoder":
                 continue
-            for precision in (p for p in PRECISIONS if p in comp.files):
-                encoder = OnnxEncoder.from_bundle(bundle, precision=precision, component=name)
+            for precision in (p for p in VARIANTS if p in comp.files):
+                encoder = OnnxEncoder.from_bundle(bundle, precision=precision, component=name, cache=False)
                 shape = encoder.encode(["meteora-edge bundle check"]).shape
                 report["models"][f"{name}/{precision}"] = f"ok, embeds to {shape[1]} dimensions"
     if as_json:

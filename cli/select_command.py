@@ -10,9 +10,8 @@ from __future__ import annotations
 import click
 
 from meteora_edge.documents import check_unicode, document_texts
-from meteora_edge.errors import InputError, LocalIndexError
+from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_chunks_file, write_text_atomic
-from meteora_edge.models.encoders import encoder_id
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
@@ -20,6 +19,7 @@ from meteora_edge.selection.llm_roles import check_llm_bundle, llm_roles
 
 from .encoder_option import (
     bundle_option,
+    cache_option,
     context_size_option,
     cross_encoder_from_options,
     encoder_from_options,
@@ -28,6 +28,7 @@ from .encoder_option import (
     threads_option,
     tokenizer_option,
 )
+from .index_location import INDEX_HELP, check_encoder, open_index
 from .output import check_output_path, stdout_is_unicode
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
@@ -46,8 +47,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 
 @click.command()
 @click.option("--chunks", "chunks_file", default=None, help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks.")
-@click.option("--index", "index_dir", default=None, type=click.Path(file_okay=False),
-              help="Local index folder to retrieve candidates from (kNN).")
+@click.option("--index", "index_dir", default=None, help=INDEX_HELP)
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
 @click.option("--rationales", "rationale_files", multiple=True,
@@ -76,6 +76,7 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--generate-rationales", is_flag=True, help="Write the rationales with the bundle's GGUF model (needs --query).")
 @click.option("--num-rationales", type=click.IntRange(1, 20), default=3, show_default=True, help="Rationales to generate.")
 @click.option("--sample-shots", default=None,
@@ -133,15 +134,15 @@ def select(
     """Select the evidence worth sending to an answer model.
 
     With --chunks, ECSE selects among the given chunks (and any of --tau/--n-min/--theta/--t-max
-    adds that phase). With --index, the whole pipeline runs over a local index: kNN,
-    ECSE, verification, BM25 fallback, de-duplication and the token budget.
+    adds that phase). With --index, the whole pipeline runs over a local index or a Milvus
+    collection: kNN, ECSE, verification, BM25 fallback, de-duplication and the token budget.
 
     Prints every selected passage with its id, source, offsets, score, tokens and metadata,
     and one summary line per phase; --trace gives the full record.
     """
     # 1. options and input files, before anything loads
     if (chunks_file is None) == (index_dir is None):
-        raise InputError("give exactly one of --chunks FILE or --index DIR")
+        raise InputError("give exactly one of --chunks FILE or --index DIR|milvus://…")
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
         check_output_path(output)
@@ -179,18 +180,15 @@ def select(
         scoring=scoring, strategy=strategy, pooled_z=pooled_z,
     )
     counter = load_token_counter(tokenizer)
-    from meteora_edge.index.local_index import LocalIndex
-
-    index = LocalIndex.load(index_dir) if index_dir else None
+    index = open_index(index_dir) if index_dir else None
     check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
 
     # 2. models, cheapest first
     if bundle is None:
         click.echo(HASHING_NOTE, err=True)
-    encoder = encoder_from_options(bundle, threads, precision)
-    if index is not None and encoder_id(encoder) != index.encoder_id:
-        raise LocalIndexError(f"index {index_dir} was built with encoder {index.encoder_id!r}, not "
-                              f"{encoder_id(encoder)!r}; use the same --bundle or rebuild the index")
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=index.encoder_id if index else None)
+    if index is not None:
+        check_encoder(index, encoder, index_dir)  # type: ignore[arg-type]
     cross_encoder = cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None
     choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
     generator, verifier = llm_roles(

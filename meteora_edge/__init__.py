@@ -22,6 +22,7 @@ os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
 from .errors import (
     BundleError,
+    CollectionError,
     ConfigError,
     InputError,
     LocalIndexError,
@@ -35,6 +36,8 @@ from .errors import (
 _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
+    "CorpusIndex": "index.corpus_index",
+    "EmbeddingCache": "models.embedding_cache",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
     "HashingEncoder": "models.encoders",
@@ -45,6 +48,7 @@ _LAZY = {
     "LocalLLM": "models.llm_model",
     "MeVeConfig": "pipeline.meve",
     "MeVeEngine": "pipeline.meve",
+    "MilvusIndex": "index.milvus_index",
     "MeteoraReranker": "selection.reranker",
     "MeteoraSelector": "selection.ecse",
     "MeteoraVerifier": "selection.verification",
@@ -81,6 +85,8 @@ _LAZY = {
 if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .documents import Chunk
     from .pipeline.meve import ContextChunk
+    from .index.corpus_index import CorpusIndex
+    from .models.embedding_cache import EmbeddingCache
     from .models.encoders import Encoder
     from .pipeline.engine import EvidencePipeline
     from .models.encoders import HashingEncoder
@@ -91,6 +97,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .models.llm_model import LocalLLM
     from .pipeline.meve import MeVeConfig
     from .pipeline.meve import MeVeEngine
+    from .index.milvus_index import MilvusIndex
     from .selection.reranker import MeteoraReranker
     from .selection.ecse import MeteoraSelector
     from .selection.verification import MeteoraVerifier
@@ -143,8 +150,11 @@ __all__ = [
     "__version__",
     "BundleError",
     "Chunk",
+    "CollectionError",
     "ConfigError",
     "ContextChunk",
+    "CorpusIndex",
+    "EmbeddingCache",
     "Encoder",
     "EvidencePipeline",
     "HashingEncoder",
@@ -161,6 +171,7 @@ __all__ = [
     "MeteoraReranker",
     "MeteoraSelector",
     "MeteoraVerifier",
+    "MilvusIndex",
     "MissingExtraError",
     "ModelError",
     "OnnxCrossEncoder",

@@ -8,14 +8,14 @@ import time
 from importlib import metadata
 from typing import Any
 
-from .models.encoders import HashingEncoder
 from .errors import MeteoraError
+from .models.cpu_features import cpu_info
+from .models.encoders import HashingEncoder
 
 __all__ = ["collect_report"]
 
 _PACKAGES = ("meteora-edge", "numpy", "click", "onnxruntime", "tokenizers", "llama-cpp-python", "rank-bm25", "matplotlib")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "HF_HUB_OFFLINE")
-_CPU_FLAGS = ("sse4_2", "avx", "avx2", "fma", "f16c", "avx512f", "avx512_vnni", "avx_vnni", "neon", "asimd")
 
 
 def _versions() -> dict[str, str | None]:
@@ -29,22 +29,14 @@ def _versions() -> dict[str, str | None]:
 
 
 def _cpu() -> dict[str, Any]:
-    model, flags = platform.processor() or "unknown", set()
-    try:
-        with open("/proc/cpuinfo", encoding="utf-8") as handle:
-            for line in handle:
-                key, _, value = line.partition(":")
-                if key.strip() == "model name" and model in ("unknown", ""):
-                    model = value.strip()
-                elif key.strip() in ("flags", "Features"):
-                    flags |= set(value.split())
-    except OSError:
-        pass
+    info = cpu_info()
     return {
-        "model": model,
+        "model": info.model,
         "cores": os.cpu_count(),
         "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "features": [f for f in _CPU_FLAGS if f in flags],
+        "features": info.reported,
+        "int8_dot_product": info.int8_dot,
+        "flags_source": info.source,
     }
 
 
@@ -53,12 +45,49 @@ def _llm_extra() -> dict[str, Any]:
         import llama_cpp
     except ImportError as exc:
         return {"ok": False, "detail": f"llama_cpp not importable ({exc}); pip install \"meteora-edge[llm]\""}
+    from .models.llm_backend import cpu_backend
+
+    try:
+        backend = cpu_backend()
+    except MeteoraError as exc:
+        return {"ok": False, "detail": str(exc)}
     info = llama_cpp.llama_print_system_info()
     text = info.decode("utf-8", "replace") if isinstance(info, bytes) else str(info)
-    return {"ok": True, "version": getattr(llama_cpp, "__version__", "?"), "system_info": " ".join(text.split())[:400]}
+    return {"ok": True, "version": getattr(llama_cpp, "__version__", "?"), "cpu_backend": backend,
+            "system_info": " ".join(text.split())[:400]}
 
 
-def _probe(bundle: str | None, threads: int) -> dict[str, Any]:
+def _cache(enabled: bool) -> dict[str, Any]:
+    from .models.embedding_cache import CACHE_ENV, default_cache
+
+    if not enabled:
+        return {"state": "off (--no-cache)"}
+    try:
+        cache = default_cache()
+    except MeteoraError as exc:
+        return {"state": f"misconfigured: {exc}"}
+    if cache is None:
+        return {"state": f"off ({CACHE_ENV}={os.environ.get(CACHE_ENV)})"}
+    return cache.stats()
+
+
+def _encoder(bundle: Any, precision: str) -> dict[str, Any]:
+    """Which encoder variant ``precision`` runs on this CPU, why, and each variant's parity."""
+    from .models.precision import VARIANTS, choose_precision
+
+    comp = bundle.components.get("encoder")
+    if comp is None:
+        return {"state": "no encoder component (the hashing encoder is used)"}
+    variants = [v for v in VARIANTS if v in comp.files]
+    if precision == "auto":
+        chosen, reason = choose_precision(variants)
+    else:
+        chosen, reason = precision, "asked for" if precision in variants else "MISSING from the bundle"
+    parity = {v: comp.report[v] for v in variants if isinstance(comp.report.get(v), dict)}
+    return {"variants": variants, "requested": precision, "precision": chosen, "reason": reason, "parity": parity}
+
+
+def _probe(bundle: str | None, threads: int, precision: str) -> dict[str, Any]:
     texts = [f"probe sentence number {i} about termination notice and fees" for i in range(64)]
     t0 = time.perf_counter()
     HashingEncoder().encode(texts)
@@ -67,8 +96,9 @@ def _probe(bundle: str | None, threads: int) -> dict[str, Any]:
         from .models.onnx_encoder import OnnxEncoder
 
         t0 = time.perf_counter()
-        encoder = OnnxEncoder.from_bundle(bundle, threads=threads)
+        encoder = OnnxEncoder.from_bundle(bundle, threads=threads, precision=precision, cache=False)
         out["onnx_load_ms"] = round((time.perf_counter() - t0) * 1000, 1)
+        out["onnx_precision"] = encoder.precision_choice["precision"] if encoder.precision_choice else precision
         encoder.encode(texts[:2])
         t0 = time.perf_counter()
         encoder.encode(texts)
@@ -76,8 +106,17 @@ def _probe(bundle: str | None, threads: int) -> dict[str, Any]:
     return out
 
 
-def collect_report(*, bundle: str | None = None, threads: int = 1, probe: bool = True) -> dict[str, Any]:
-    """Versions, CPU, thread settings, the llm extra, bundle checks and a latency probe.
+def collect_report(
+    *, bundle: str | None = None, threads: int = 1, probe: bool = True, precision: str = "auto", cache: bool = True
+) -> dict[str, Any]:
+    """Versions, CPU, thread settings, the embedding cache, the llm extra, bundle checks and a probe.
+
+    Args:
+        bundle: a bundle folder to check (files, and which encoder variant runs here).
+        threads: threads of the probe's encoder.
+        probe: time the hashing encoder (and the bundle's encoder) on 64 sentences.
+        precision: the encoder precision to report on (``auto`` shows what it picks and why).
+        cache: whether the embedding cache is in use (``--no-cache`` turns it off).
 
     Problems are reported in the result (``"ok": false`` with a detail), never raised, so
     the report is complete even on a broken installation.
@@ -88,6 +127,7 @@ def collect_report(*, bundle: str | None = None, threads: int = 1, probe: bool =
         "versions": _versions(),
         "cpu": _cpu(),
         "threads": {var: os.environ.get(var) for var in _THREAD_VARS},
+        "cache": _cache(cache),
         "llm_extra": _llm_extra(),
     }
     if bundle:
@@ -96,11 +136,12 @@ def collect_report(*, bundle: str | None = None, threads: int = 1, probe: bool =
         try:
             loaded = Bundle.load(bundle)
             report["bundle"] = {"ok": True, "path": bundle, "files": loaded.verify()}
+            report["encoder"] = _encoder(loaded, precision)
         except MeteoraError as exc:
             report["bundle"] = {"ok": False, "path": bundle, "detail": str(exc)}
     if probe:
         try:
-            report["probe"] = _probe(bundle if report.get("bundle", {}).get("ok") else None, threads)
+            report["probe"] = _probe(bundle if report.get("bundle", {}).get("ok") else None, threads, precision)
         except MeteoraError as exc:
             report["probe"] = {"ok": False, "detail": str(exc)}
     report["ok"] = report.get("bundle", {"ok": True})["ok"]

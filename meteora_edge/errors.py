@@ -13,6 +13,7 @@ __all__ = [
     "BundleError",
     "ModelError",
     "LocalIndexError",
+    "CollectionError",
     "MissingExtraError",
 ]
 
@@ -39,6 +40,10 @@ class ModelError(MeteoraError):
 
 class LocalIndexError(MeteoraError):
     """A local index is missing, corrupt, half-written or made by another encoder."""
+
+
+class CollectionError(MeteoraError):
+    """A Milvus collection (Milvus Lite or a server) is unreachable, missing, not ours or made by another encoder."""
 
 
 class MissingExtraError(MeteoraError, ImportError):

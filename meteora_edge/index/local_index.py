@@ -7,6 +7,7 @@ One version of an index is a generation folder (see :mod:`meteora_edge.index.gen
     chunks.jsonl         one chunk record per line (id, text, sha256 of the text, source, offsets, metadata)
     chunk_offsets.npy    byte offset of every line, so records load on demand
     bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
+    ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
 
 :meth:`LocalIndex.build` and :meth:`LocalIndex.add` hold the index's writer lock while
 they read its state and write a new generation, so concurrent writers queue up and none
@@ -18,11 +19,10 @@ that the same encoder made the index.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import weakref
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -30,98 +30,24 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
-from .chunking import iter_chunks
-from .content_hashes import record_file, unseen_documents
+from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
+from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
+from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from .manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
+from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
 from .snapshot import Snapshot, open_snapshot, read_npy
-from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
+from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..selection.stages import top_k_indices
 
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
-Progress = Callable[[int, int], None]
 _COPY_BLOCK = 1 << 20
 
 
 def _now() -> str:
     return datetime.now(timezone.utc).isoformat(timespec="seconds")
-
-
-def _record_line(record: dict[str, Any]) -> bytes:
-    """One chunks.jsonl line: the record with the sha256 of its text, strict JSON (no NaN) in UTF-8."""
-    try:
-        digest = hashlib.sha256(record["text"].encode("utf-8")).hexdigest()
-        rest = {k: v for k, v in record.items() if k not in ("id", "text", "sha256")}
-        line = {"id": record["id"], "text": record["text"], "sha256": digest, **rest}
-        return json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
-    except UnicodeEncodeError as exc:
-        bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
-        raise InputError(f"document {record['source']!r} holds a lone surrogate ({bad}) that UTF-8 cannot store; "
-                         "fix the document's text or metadata") from None
-    except ValueError:
-        raise InputError(f"the metadata of document {record['source']!r} holds NaN or Infinity, which JSON cannot "
-                         "store; remove the value or write it as a string") from None
-    except TypeError as exc:
-        raise InputError(f"the metadata of document {record['source']!r} is not JSON ({exc})") from None
-
-
-class _RecordTexts(Sequence[str]):
-    """The chunk texts, read back from their serialised records when asked for, so a build
-    holds each text once (in its record) and not twice."""
-
-    def __init__(self, lines: list[bytes]) -> None:
-        self._lines = lines
-
-    def __len__(self) -> int:
-        return len(self._lines)
-
-    def __getitem__(self, item):  # type: ignore[override]
-        if isinstance(item, slice):
-            return [json.loads(line)["text"] for line in self._lines[item]]
-        return json.loads(self._lines[item])["text"]
-
-
-def _chunk_records(
-    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
-) -> tuple[Sequence[str], list[bytes]]:
-    """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
-    lines: list[bytes] = []
-    for document in documents:
-        for chunk in iter_chunks([document.text], chunk_size, overlap):
-            lines.append(_record_line({
-                "id": start_id + len(lines),
-                "text": chunk.text,
-                "source": document.source_id,
-                "position": chunk.index,
-                "start": chunk.start_pos,
-                "end": chunk.end_pos,
-                "metadata": document.metadata,
-                "file": document.file,
-            }))
-    return _RecordTexts(lines), lines
-
-
-def _embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:
-    parts = []
-    for lo in range(0, len(texts), batch_size):
-        parts.append(embed(encoder, texts[lo : lo + batch_size]))
-        if progress:
-            progress(min(lo + batch_size, len(texts)), len(texts))
-    return normalize_rows(np.concatenate(parts).astype(np.float32)).astype(np.float32)
-
-
-def _finite(value: Any) -> Any:
-    """``value`` with NaN/Infinity replaced by None (format-1 records could hold them)."""
-    if isinstance(value, float) and not np.isfinite(value):
-        return None
-    if isinstance(value, dict):
-        return {k: _finite(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_finite(v) for v in value]
-    return value
 
 
 class LocalIndex:
@@ -162,6 +88,10 @@ class LocalIndex:
         self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where))
         if self.bm25.n_docs != count:
             raise LocalIndexError(f"index {where}: BM25 covers {self.bm25.n_docs} chunks, vectors {count}; rebuild it")
+        self.ann: AnnIndex | None = None
+        if "ann" in manifest:
+            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=count, dimension=dim,
+                                where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
 
@@ -185,13 +115,15 @@ class LocalIndex:
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
+        ann: AnnConfig | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
         ``out`` may be missing or empty; an existing index is replaced only with
         ``overwrite``; anything else (a file, a folder of other files) is refused untouched.
         Embedding runs first; then, under the writer lock, a new generation is written and
-        switched in, so readers of the old index keep reading it.
+        switched in, so readers of the old index keep reading it. With ``ann`` an ANN
+        structure is built over the vectors too (needs the ``ann`` extra).
 
         Returns:
             The new index, opened.
@@ -200,17 +132,22 @@ class LocalIndex:
             InputError: no documents, bad text or metadata, or ``out`` is not free to write.
             ConfigError: bad chunking or batch settings.
             LocalIndexError: the folder cannot be written (the previous index stays).
+            MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
         if target_state(target) == "index" and not overwrite:
             raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        texts, lines = _chunk_records(documents, 0, chunk_size, overlap)
+        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
-        vectors = _embed_batches(encoder, texts, batch_size, progress)
+        vectors = embed_batches(encoder, texts, batch_size, progress)
         bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
+        ann_bytes = None
+        if ann is not None:
+            entry = ann_entry(ann, len(vectors))
+            ann_bytes = build_ann(vectors, entry)
         manifest = {
             "format": INDEX_FORMAT,
             "format_version": INDEX_FORMAT_VERSION,
@@ -218,12 +155,13 @@ class LocalIndex:
             "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
             "created": _now(),
             "last_write": {"op": "build", "chunks": len(lines)},
+            **({"ann": entry} if ann is not None else {}),
         }
         with writer_lock(target, create=True):
             if target_state(target) == "index" and not overwrite:  # another build got there first
                 raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
             with new_generation(target) as writer:
-                _write(writer, manifest, vectors, lines, None, bm25)
+                _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
             return cls.load(target, encoder=encoder, verify=False)
 
     def add(
@@ -242,6 +180,8 @@ class LocalIndex:
         may be newer than ``self``), never to a stale copy. Documents that version already
         holds (every chunk's text has a stored chunk's sha256) are left out unless
         ``allow_duplicates``; when none is left, that version is returned and nothing is written.
+        An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
+        lists it was trained on; rebuild after the corpus has changed a lot).
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
@@ -256,19 +196,21 @@ class LocalIndex:
                 if not documents:
                     return base  # everything is in the index already: nothing to write
             chunking = base.manifest["chunking"]
-            texts, lines = _chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
+            texts, lines = chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
             if not lines:
                 raise InputError("the documents hold no text to add")
-            new_vectors = _embed_batches(encoder, texts, batch_size, progress)
+            new_vectors = embed_batches(encoder, texts, batch_size, progress)
             vectors = np.concatenate([np.asarray(base.vectors), new_vectors])
             bm25 = base.bm25.extend(bm25_tokens(t) for t in texts)
             manifest = {
                 **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
                 "format_version": INDEX_FORMAT_VERSION,
                 "last_write": {"op": "add", "chunks": len(lines)},
+                **({"ann": base.manifest["ann"]} if base.ann is not None else {}),
             }
+            ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
             with new_generation(self.root) as writer:
-                _write(writer, manifest, vectors, lines, base, bm25)
+                _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
             return LocalIndex.load(self.root, encoder=encoder, verify=False)
 
     def _copy_records(self, out: Any) -> np.ndarray:
@@ -282,7 +224,7 @@ class LocalIndex:
         for start in range(0, len(self), 4096):
             for record in self.records(range(start, min(start + 4096, len(self)))):
                 offsets.append(out.size)
-                out.write(_record_line(_finite(record)))
+                out.write(record_line(finite(record)))
         return np.asarray(offsets, dtype=np.int64)
 
     # ----------------------------------------------------------------- reading
@@ -337,11 +279,30 @@ class LocalIndex:
             out.append(record)
         return out
 
-    def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first."""
+    def search(self, query_vector: np.ndarray, k: int, *, exact: bool | None = None) -> tuple[np.ndarray, np.ndarray]:
+        """Cosine kNN: the ``k`` nearest chunk ids and their scores, best first.
+
+        Args:
+            query_vector: the query's embedding.
+            k: how many neighbours.
+            exact: ``None`` (the default) uses the index's ANN structure when it has one and
+                holds at least :data:`~meteora_edge.index.ann_index.EXACT_BELOW` chunks, else
+                reads every vector; ``True`` always reads every vector; ``False`` always uses
+                the ANN structure. ANN candidates are scored with their exact cosines.
+
+        Raises:
+            InputError: a query of another dimension, or ``exact=False`` on an index without ANN.
+        """
         q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
         if q.shape[0] != self.vectors.shape[1]:
             raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.vectors.shape[1]}")
+        if exact is False and self.ann is None:
+            raise InputError(f"index {self.root} has no ANN structure; rebuild it with 'index build --ann ivf'")
+        if self.ann is not None and (exact is False or (exact is None and len(self) >= EXACT_BELOW)):
+            candidates = self.ann.candidates(q, k)
+            scores = np.asarray(self.vectors[candidates] @ q)
+            best = top_k_indices(scores, k)
+            return candidates[best], scores[best]
         scores = np.asarray(self.vectors @ q)
         best = top_k_indices(scores, k)
         return best, scores[best]
@@ -350,28 +311,32 @@ class LocalIndex:
         """BM25 over the whole index: the ``k`` best chunk ids with a positive score."""
         return self.bm25.search(query, k)
 
+    def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
+        return self.bm25.scores_for(bm25_tokens(text), ids)
+
+    def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
+        """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""
+        return np.asarray(self.vectors[list(ids)], dtype=np.float32)
+
     def info(self) -> dict[str, Any]:
         """A summary: path, version, counts, encoder, chunking, dates and size in bytes.
 
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        documents: set[Any] = set()
-        files: set[Any] = set()
-        if len(self) <= 200_000:
-            for record in self.records(range(len(self))):
-                documents.add(record["source"])
-                files.add(record_file(record))
+        files, documents = source_counts(self)
         return {
             "path": str(self.root),
             "format_version": self.manifest["format_version"],
             "generation": self.generation,
             "chunks": len(self),
-            "sources": len(files) if files else None,
-            "documents": len(documents) if documents else None,
+            "sources": files,
+            "documents": documents,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
+            "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),
             "last_write": self.manifest.get("last_write"),
@@ -386,8 +351,9 @@ def _write(
     lines: list[bytes],
     base: LocalIndex | None,
     bm25: BM25Index,
+    ann_bytes: bytes | None,
 ) -> None:
-    """Write one generation: the base version's chunks (if any) followed by ``lines``."""
+    """Write one generation: the base version's chunks (if any) followed by ``lines`` (and the ANN structure)."""
     writer.write_array("vectors.npy", vectors)
     with writer.stream("chunks.jsonl") as out:
         old = base._copy_records(out) if base is not None else np.zeros(0, dtype=np.int64)
@@ -399,4 +365,6 @@ def _write(
     for name, array in bm25.arrays().items():
         writer.write_array(name, array)
     writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
+    if ann_bytes is not None:
+        writer.write_bytes(ANN_FILE, ann_bytes)
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})

@@ -1,8 +1,9 @@
 """The index's on-disk schema: the pointer, the generation manifest and the files they list.
 
 Both JSON documents are checked key by key against the tables below (exact key sets,
-exact types, bounded numbers) and the file list must be exactly :data:`REQUIRED_FILES`,
-so a manifest that leaves a file out of its hashes, adds a parameter or swaps an object
+exact types, bounded numbers) and the file list must be exactly :data:`REQUIRED_FILES`
+(plus :data:`ANN_FILE` exactly when the manifest has an ``ann`` entry, see
+:mod:`meteora_edge.index.ann_index`), so a manifest that leaves a file out of its hashes, adds a parameter or swaps an object
 for a string is refused even when its hashes were recomputed. JSON is parsed strictly:
 no NaN/Infinity, no duplicate keys, at most :data:`MAX_MANIFEST_BYTES`.
 """
@@ -22,6 +23,8 @@ __all__ = [
     "INDEX_FORMAT_VERSION",
     "MANIFEST",
     "REQUIRED_FILES",
+    "ANN_FILE",
+    "generation_files",
     "GENERATION_NAME",
     "MAX_MANIFEST_BYTES",
     "parse_strict_json",
@@ -33,6 +36,9 @@ INDEX_FORMAT = "meteora-edge-index"
 INDEX_FORMAT_VERSION = 2
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("vectors.npy", "chunks.jsonl", "chunk_offsets.npy", *(n for n, _ in BM25_ARRAYS), BM25_VOCAB)
+#: The optional ANN structure (format 2 only), present exactly when the manifest has an ``ann`` entry.
+ANN_FILE = "ann.faiss"
+_ANN_FACTORY = re.compile(r"(IVF[1-9]\d{0,5}|HNSW[1-9]\d{0,2}),SQ8")
 GENERATION_NAME = re.compile(r"gen-(\d{6,12})-[0-9a-f]{8}")
 MAX_MANIFEST_BYTES = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
@@ -77,18 +83,24 @@ def _one_of(*choices: str) -> Check:
     return check
 
 
-def _object(fields: dict[str, Check]) -> Check:
+def _object(fields: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+    """An object with exactly ``fields`` and any of ``optional``."""
+    optional = optional or {}
+
     def check(value: Any, at: str) -> None:
         if not isinstance(value, dict):
             raise _Bad(f"{at} must be an object, got {type(value).__name__}")
         missing = [k for k in fields if k not in value]
-        extra = sorted(set(value) - set(fields))
+        extra = sorted(set(value) - set(fields) - set(optional))
         if missing:
             raise _Bad(f"{at} lacks {', '.join(map(repr, missing))}")
         if extra:
             raise _Bad(f"{at} has unexpected {', '.join(map(repr, extra[:3]))}")
         for key, field_check in fields.items():
             field_check(value[key], f"{at}.{key}")
+        for key, field_check in optional.items():
+            if key in value:
+                field_check(value[key], f"{at}.{key}")
 
     return check
 
@@ -116,8 +128,17 @@ _MANIFESTS: dict[int, Check] = {
         **_V1_FIELDS,
         "format_version": _const(2),
         "last_write": _object({"op": _one_of("build", "add"), "chunks": _integer(1, 1 << 40)}),
+        "files": _object({name: _FILE_ENTRY for name in REQUIRED_FILES}, {ANN_FILE: _FILE_ENTRY}),
+    }, {
+        "ann": _object({"kind": _one_of("ivf", "hnsw"), "factory": _text(32, _ANN_FACTORY),
+                        "probe": _integer(1, 1 << 20)}),
     }),
 }
+
+
+def generation_files(manifest: dict[str, Any]) -> tuple[str, ...]:
+    """The files a (checked) manifest lists: :data:`REQUIRED_FILES`, and :data:`ANN_FILE` with an ANN."""
+    return (*REQUIRED_FILES, ANN_FILE) if "ann" in manifest else REQUIRED_FILES
 
 
 def _refuse_constant(name: str) -> Any:
@@ -177,13 +198,17 @@ def check_manifest(data: Any, where: str, *, version: int) -> dict[str, Any]:
 
     Raises:
         LocalIndexError: a missing or extra key, a wrong type, a value out of range, a
-            file list other than :data:`REQUIRED_FILES`, or overlap >= chunk_size.
+            file list other than :func:`generation_files`, or overlap >= chunk_size.
     """
     try:
         _MANIFESTS[version](data, "manifest")
         chunking = data["chunking"]
         if chunking["overlap"] >= chunking["chunk_size"]:
             raise _Bad(f"manifest.chunking.overlap ({chunking['overlap']}) must be below chunk_size")
+        if ("ann" in data) != (ANN_FILE in data["files"]):
+            raise _Bad(f"manifest.files must list {ANN_FILE} exactly when manifest.ann is given")
+        if "ann" in data and not data["ann"]["factory"].startswith(data["ann"]["kind"].upper()):
+            raise _Bad(f"manifest.ann.factory {data['ann']['factory']!r} is not of kind {data['ann']['kind']!r}")
     except _Bad as exc:
         raise LocalIndexError(f"{where} is corrupt: {exc}; rebuild the index") from None
     return data

@@ -1,8 +1,8 @@
 """An index held in memory, for callers that pass their own chunk store (MeVe's usage).
 
-It offers what the pipeline asks of :class:`~meteora_edge.index.local_index.LocalIndex` —
-``search``, ``bm25_search``, ``records``, ``vectors`` and ``encoder_id`` — and can limit kNN
-and BM25 to different subsets of its chunks.
+It implements :class:`~meteora_edge.index.corpus_index.CorpusIndex`, like the on-disk
+:class:`~meteora_edge.index.local_index.LocalIndex`, and can limit kNN and BM25 search to
+different subsets of its chunks.
 """
 
 from __future__ import annotations
@@ -68,6 +68,13 @@ class InMemoryIndex:
 
     def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         return self.bm25.search(query, k, within=self._bm25_scope)
+
+    def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        """BM25 of ``text`` for each of ``ids`` (over every chunk, whatever the BM25 scope)."""
+        return self.bm25.scores_for(bm25_tokens(text), ids)
+
+    def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
+        return self.vectors[list(ids)]
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         return [{"id": self.labels[i], "text": self.texts[i], "document": self.documents[i]} for i in ids]

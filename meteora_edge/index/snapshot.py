@@ -26,8 +26,8 @@ from .manifest import (
     INDEX_FORMAT_VERSION,
     MANIFEST,
     MAX_MANIFEST_BYTES,
-    REQUIRED_FILES,
     check_manifest,
+    generation_files,
     check_pointer,
     parse_strict_json,
 )
@@ -129,7 +129,7 @@ def _open_version(root: Path, pointer: bytes, verify: bool) -> Snapshot:
         )
     snapshot = Snapshot(root, folder, generation, manifest, {})
     try:
-        for name in REQUIRED_FILES:
+        for name in generation_files(manifest):
             snapshot.handles[name] = _open_checked(folder / name, manifest["files"][name], verify)
     except BaseException:
         snapshot.close()

@@ -47,7 +47,7 @@ class SelectorModel(BaseModel):
     tokenizer: Optional[str] = None
     detail: str = "summary"
     threads: int = 1
-    precision: str = "int8"
+    precision: str = "auto"
     _selector: DocumentSelector = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:

@@ -76,7 +76,7 @@ class DocumentSelector:
         tokenizer: str | None = None,
         detail: str = "summary",
         threads: int = 1,
-        precision: str = "int8",
+        precision: str = "auto",
     ) -> None:
         from ..models.onnx_cross_encoder import load_cross_encoder
         from ..models.onnx_encoder import load_encoder

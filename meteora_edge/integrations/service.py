@@ -26,7 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InputError, LocalIndexError, MeteoraError
-from ..index.local_index import LocalIndex
+from ..index.corpus_index import CorpusIndex, open_index
 from ..models.encoders import EncoderLike, HashingEncoder, encoder_id
 from ..pipeline.budget import TokenCounter, WhitespaceCounter, load_token_counter
 from ..pipeline.engine import EvidencePipeline
@@ -71,9 +71,11 @@ def index_names(paths: Sequence[str]) -> dict[str, str]:
     Raises:
         InputError: two folders share a name.
     """
+    from ..index.milvus_location import is_milvus_url, parse_milvus_url
+
     names: dict[str, str] = {}
     for path in paths:
-        name = Path(path).name or str(path)
+        name = parse_milvus_url(path).collection if is_milvus_url(path) else (Path(path).name or str(path))
         if name in names:
             raise InputError(f"two --index folders are named {name!r} ({names[name]} and {path}); "
                              "requests name an index by its folder name, so rename one")
@@ -81,29 +83,43 @@ def index_names(paths: Sequence[str]) -> dict[str, str]:
     return names
 
 
-class IndexSlot:
-    """One index the server serves; reopened when a writer publishes a new version.
+def _recorded_encoder(spec: str) -> str:
+    """The encoder identity an index was built with (a local index is not hash-checked for this)."""
+    from ..index.local_index import LocalIndex
+    from ..index.milvus_location import is_milvus_url
 
-    Every request stats the index's pointer file (``manifest.json``, replaced atomically by
+    return open_index(spec).encoder_id if is_milvus_url(spec) else LocalIndex.load(spec, verify=False).encoder_id
+
+
+class IndexSlot:
+    """One index the server serves; a local one is reopened when a writer publishes a new version.
+
+    Every request stats a local index's pointer file (``manifest.json``, replaced atomically by
     ``index build``/``index add``); when it changed, the new version is loaded and checked once
-    and later requests use it. Requests already running keep the version they started with.
+    and later requests use it. Requests already running keep the version they started with. A
+    Milvus collection (``milvus://…``) is always the server's current one.
     """
 
     def __init__(self, name: str, path: str, encoder: EncoderLike) -> None:
+        from ..index.milvus_location import is_milvus_url
+
         self.name, self.path, self._encoder = name, path, encoder
+        self._local = not is_milvus_url(path)
         self._lock = threading.Lock()
         self._stamp = self._pointer_stamp()
-        self._index = LocalIndex.load(path, encoder=encoder)
+        self._index: CorpusIndex = open_index(path, encoder=encoder)
         self._info: dict[str, Any] | None = None
 
     def _pointer_stamp(self) -> tuple[int, int, int] | None:
+        if not self._local:
+            return None
         try:
             st = os.stat(Path(self.path) / "manifest.json")
         except OSError:
             return None
         return st.st_ino, st.st_mtime_ns, st.st_size
 
-    def current(self) -> LocalIndex:
+    def current(self) -> CorpusIndex:
         """The newest version of the index (the one already open when it cannot be reopened)."""
         stamp = self._pointer_stamp()
         if stamp is None or stamp == self._stamp:
@@ -112,8 +128,8 @@ class IndexSlot:
             if stamp != self._stamp:
                 self._stamp = stamp  # one attempt per published version, not one per request
                 try:
-                    self._index, self._info = LocalIndex.load(self.path, encoder=self._encoder), None
-                    logger.info("index %s: reopened generation %s", self.name, self._index.generation)
+                    self._index, self._info = open_index(self.path, encoder=self._encoder), None
+                    logger.info("index %s: reopened generation %s", self.name, getattr(self._index, "generation", None))
                 except LocalIndexError as exc:
                     logger.warning("index %s changed but cannot be reopened (%s); serving the open version",
                                    self.name, one_line(exc))
@@ -123,7 +139,7 @@ class IndexSlot:
         """``index info`` of the current version, with the index's ``name`` (computed once per version)."""
         index = self.current()
         with self._lock:
-            if self._info is None or self._info.get("generation") != index.generation:
+            if self._info is None or self._info.get("generation") != getattr(index, "generation", None):
                 self._info = {"name": self.name, **index.info()}
             return self._info
 
@@ -169,7 +185,7 @@ class SelectService:
         indexes: Sequence[str] = (),
         tokenizer: str | None = None,
         threads: int = 1,
-        precision: str = "int8",
+        precision: str = "auto",
         llm: bool = False,
         llm_threads: int = 1,
         context_size: int | None = None,
@@ -183,7 +199,8 @@ class SelectService:
             bundle: model bundle folder (None: the hashing encoder, no cross-encoder, no GGUF).
             indexes: index folders requests may name (by folder name); the first is the default.
             tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`).
-            threads, precision: the ONNX encoder's and cross-encoder's settings.
+            threads, precision: the ONNX encoder's and cross-encoder's settings (``precision="auto"``
+                with indexes runs the variant the first index was built with).
             llm: load the bundle's GGUF model for ``generate_rationales`` and ``verify``.
             llm_threads, context_size, num_rationales, sample_shots, domain: the GGUF roles' settings.
 
@@ -199,7 +216,8 @@ class SelectService:
         names = index_names(indexes)
         counter = load_token_counter(tokenizer)
         check_llm_bundle(bundle, generate=llm, verify=llm)
-        encoder = load_encoder(bundle, threads=threads, precision=precision)
+        recorded = _recorded_encoder(next(iter(names.values()))) if names else None
+        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded)
         slots = [IndexSlot(name, path, encoder) for name, path in names.items()]
         cross_encoder = load_cross_encoder(bundle, threads=threads)
         generator, verifier = llm_roles(bundle, generate=llm, verify=llm, threads=llm_threads,

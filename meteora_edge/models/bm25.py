@@ -145,6 +145,24 @@ class BM25Index:
             out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
         return out
 
+    def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray:
+        """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
+        summed in the same order, without touching the other documents (postings are sorted by
+        document within a term, so each term is a binary search)."""
+        wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
+        out = np.zeros(wanted.shape[0], dtype=np.float64)
+        for term in query_tokens:
+            term_id = self.vocab.get(term)
+            if term_id is None or wanted.size == 0:
+                continue
+            lo, hi = self.term_ptr[term_id], self.term_ptr[term_id + 1]
+            postings = self.doc_ids[lo:hi]
+            at = np.searchsorted(postings, wanted)
+            found = at < postings.shape[0]
+            found[found] = postings[at[found]] == wanted[found]
+            out[found] += self.weights[lo:hi][at[found]]
+        return out
+
     def search(self, query: str, k: int, *, within: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents with a positive score, best first.
 
@@ -230,7 +248,21 @@ class BM25Index:
             or (doc_len.size and int(doc_len.min()) < 0)
         ):
             raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
+        if not _postings_sorted(term_ptr, doc_ids):
+            raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
+                                  "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, **params)
+
+
+def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:
+    """Whether each term's postings name strictly increasing documents (what :meth:`BM25Index.scores_for` needs)."""
+    if doc_ids.size < 2:
+        return True
+    rising = np.diff(doc_ids) > 0
+    starts = np.asarray(term_ptr[1:-1], dtype=np.int64) - 1  # the step into the next term's postings may fall
+    starts = starts[(starts >= 0) & (starts < rising.size)]
+    rising[starts] = True
+    return bool(rising.all())
 
 
 def _check_vocab_document(document: Any, where: str) -> tuple[list[str], dict[str, float]]:

@@ -68,7 +68,7 @@ _ONNX_COMMON = {
     "quantization": (_OBJECT_OR_NULL, "an object or null"),
 }
 KINDS: Mapping[str, KindSpec] = {
-    "encoder": KindSpec(("tokenizer",), ("fp32", "int8"), {
+    "encoder": KindSpec(("tokenizer",), ("fp32", "int8", "int8-dot"), {
         **_ONNX_COMMON,
         "dimension": (_int(1, 65_536), "a positive integer up to 65536"),
         "pooling": (_one_of("mean", "cls"), "one of mean, cls"),

@@ -11,6 +11,9 @@ call and re-evaluates only what differs, so callers that keep a long prompt pref
 identical (the verifier: instructions, query, rationales) pay for it once per query
 (``reuse_prefix=False`` turns this off, for measurements).
 
+:meth:`LocalLLM.load` first makes sure llama.cpp has a CPU backend (a runtime-dispatch build
+loads the best one for this CPU: :func:`~meteora_edge.models.llm_backend.cpu_backend`).
+
 Example:
     >>> llm = LocalLLM.load("SmolLM2-135M-Instruct.Q4_1.gguf", threads=1)   # doctest: +SKIP
     >>> tokens = llm.chat_tokens([ChatMessage("user", ("Say hi.",))])      # doctest: +SKIP
@@ -31,6 +34,7 @@ from typing import Any
 
 from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
+from .llm_backend import cpu_backend
 from .llm_file import check_gguf_complete, context_length, kv_cache_bytes
 
 __all__ = [
@@ -231,6 +235,7 @@ class LocalLLM:
         _check_context(context_size, layout.metadata)
         p = Path(path)
         Llama = import_llama_cpp().Llama
+        cpu_backend()
         started = time.perf_counter()
         try:
             llama = Llama(

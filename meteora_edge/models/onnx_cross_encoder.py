@@ -19,10 +19,12 @@ import numpy as np
 
 from .bundle import Bundle
 from ..errors import BundleError, ConfigError, ModelError
-from .onnx_encoder import PRECISIONS, _positive_int
+from .onnx_encoder import _positive_int
 from .onnx_session import create_session, feed_for, load_tokenizer, tokenize_batch
 
-__all__ = ["OnnxCrossEncoder", "load_cross_encoder"]
+__all__ = ["OnnxCrossEncoder", "load_cross_encoder", "CROSS_PRECISIONS"]
+
+CROSS_PRECISIONS = ("fp32", "int8")  # the export writes the mixed int8 recipe only
 
 
 def relevance(logits: np.ndarray) -> np.ndarray:
@@ -84,8 +86,8 @@ class OnnxCrossEncoder:
         batch_size: int = 8, component: str = "cross_encoder",
     ) -> OnnxCrossEncoder:
         """Load a bundle's cross-encoder after checking its files (see :meth:`OnnxEncoder.from_bundle`)."""
-        if precision not in PRECISIONS:
-            raise ConfigError(f"precision must be one of {', '.join(PRECISIONS)}, got {precision!r}")
+        if precision not in CROSS_PRECISIONS:
+            raise ConfigError(f"precision must be one of {', '.join(CROSS_PRECISIONS)}, got {precision!r}")
         bundle = path if isinstance(path, Bundle) else Bundle.load(path)
         comp = bundle.component(component)
         if comp.kind != "cross_encoder":

@@ -2,35 +2,49 @@
 
 Texts are tokenised (truncated at the model's max length), sorted by length, run in
 small dynamically padded batches, mean-pooled over the attention mask, L2-normalised and
-put back in input order.
+put back in input order. With an :class:`~.embedding_cache.EmbeddingCache`, texts embedded
+before (by the same model files and settings) are read back instead of being run again.
+
+A bundle may hold several variants of one model (``fp32``, ``int8``, ``int8-dot``; see
+:mod:`.precision`); ``precision="auto"`` picks by the CPU and says why in
+:attr:`OnnxEncoder.precision_choice`.
 
 Example:
-    >>> enc = OnnxEncoder.from_bundle("models/bundles/default", precision="int8")  # doctest: +SKIP
+    >>> enc = OnnxEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
     >>> enc.encode(["Either party may terminate."]).shape  # doctest: +SKIP
     (1, 384)
+    >>> enc.precision_choice["precision"]  # doctest: +SKIP
+    'int8-dot'
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import os
+import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, Union
 
 import numpy as np
 
 from .bundle import Bundle, sha256_file
+from .embedding_cache import EmbeddingCache, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
-from ..errors import BundleError, ConfigError, ModelError
-from .onnx_session import create_session, encode_padded, feed_for, load_tokenizer, tokenize_batch
+from ..errors import BundleError, ConfigError, MeteoraError, ModelError
+from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
+from .precision import PRECISIONS, VARIANTS, choose_precision
 
-__all__ = ["OnnxEncoder", "load_encoder", "PRECISIONS", "POOLINGS"]
+__all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 
 logger = logging.getLogger(__name__)
 
-PRECISIONS = ("int8", "fp32")
 POOLINGS = ("mean", "cls")
+# a cache argument: True = the default cache (METEORA_EDGE_CACHE / the user cache folder),
+# False or None = none, a folder, or an EmbeddingCache
+CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
 
 
 def _positive_int(name: str, value: object) -> int:
@@ -64,6 +78,12 @@ class OnnxEncoder:
         pad_id: the padding token id.
         dimension: expected embedding size, checked against the graph when given.
         identity: what indexes and traces record; derived from the model's sha256 when absent.
+        cache: where to keep embeddings between calls and processes (None: nowhere).
+        cache_key: what the cache files vectors under; derived from the model and tokenizer
+            sha256, the settings above and the onnxruntime version when absent.
+        lazy: with a cache and a known ``dimension``, open the model and tokenizer only when a
+            text is not in the cache (a fully cached call never starts onnxruntime); model
+            errors then surface at that first call instead of here.
 
     Raises:
         ConfigError: an option is out of range.
@@ -85,6 +105,9 @@ class OnnxEncoder:
         pad_id: int = 0,
         dimension: int | None = None,
         identity: str | None = None,
+        cache: EmbeddingCache | None = None,
+        cache_key: str | None = None,
+        lazy: bool = False,
     ) -> None:
         self.max_length = _positive_int("max_length", max_length)
         self.batch_size = _positive_int("batch_size", batch_size)
@@ -96,15 +119,41 @@ class OnnxEncoder:
         self.normalize = bool(normalize)
         self.pad_id = int(pad_id)
         self.model_path = Path(model_path)
+        self.tokenizer_path = Path(tokenizer_path)
+        if cache is not None and not isinstance(cache, EmbeddingCache):
+            raise ConfigError(f"cache must be an EmbeddingCache or None, got {type(cache).__name__}")
+        self.cache = cache
+        self._cache_key = cache_key
+        self.precision_choice: dict[str, str] | None = None
         if not self.model_path.is_file():
             raise ModelError(f"ONNX model not found: {self.model_path}; export one with 'meteora-edge export encoder'")
-        self._tokenizer = load_tokenizer(tokenizer_path, max_length=self.max_length)
-        self._session = create_session(self.model_path, threads=self.threads)
-        outputs = self._session.get_outputs()
-        spec = next((o for o in outputs if o.name == "last_hidden_state"), outputs[0])
-        self._output: str = spec.name
-        self.dimension = self._check_output(spec, dimension)
         self._identity = identity
+        self._load_lock = threading.Lock()
+        self._session: Any = None
+        self._tokenizer: Any = None
+        self._output = ""
+        self._expected_dimension = dimension
+        if lazy and cache is not None and dimension is not None:
+            self.dimension = _positive_int("dimension", dimension)
+        else:
+            self._load()
+
+    def _load(self) -> None:
+        """Open the tokenizer and the onnxruntime session (once) and check the output shape."""
+        with self._load_lock:
+            if self._session is not None:
+                return
+            tokenizer = load_tokenizer(self.tokenizer_path, max_length=self.max_length)
+            session = create_session(self.model_path, threads=self.threads)
+            outputs = session.get_outputs()
+            spec = next((o for o in outputs if o.name == "last_hidden_state"), outputs[0])
+            self._tokenizer, self._output = tokenizer, spec.name
+            self._session = session
+            try:
+                self.dimension = self._check_output(spec, self._expected_dimension)
+            except MeteoraError:
+                self._session = None
+                raise
 
     def _check_output(self, spec: Any, expected: int | None) -> int:
         shape = list(spec.shape or [])
@@ -121,7 +170,7 @@ class OnnxEncoder:
             )
         dimension = declared if declared is not None else expected
         if dimension is None:
-            dimension = int(self._run(["dimension probe"]).shape[1])
+            dimension = int(self._run(tokenize_batch(self._tokenizer, ["dimension probe"])).shape[1])
         return int(dimension)
 
     @classmethod
@@ -130,20 +179,26 @@ class OnnxEncoder:
         path: str | os.PathLike[str] | Bundle,
         *,
         threads: int = 1,
-        precision: str = "int8",
+        precision: str = "auto",
         batch_size: int = 8,
         component: str = "encoder",
+        cache: CacheSetting = True,
     ) -> OnnxEncoder:
         """Load the encoder of a bundle after checking its files' sizes and hashes.
 
         Args:
             path: the bundle folder (or a loaded :class:`Bundle`).
             threads: onnxruntime intra-op threads.
-            precision: ``"int8"`` (quantised, faster) or ``"fp32"`` (exact).
+            precision: ``"auto"`` (by the CPU, see :func:`choose_precision`), ``"fp32"``
+                (exact), ``"int8"`` (mixed recipe) or ``"int8-dot"`` (for int8 dot-product CPUs).
             batch_size: texts per model call.
             component: the component name in the manifest.
+            cache: ``True`` for the default embedding cache (``METEORA_EDGE_CACHE``, else the
+                user cache folder; ``off`` disables it), ``False``/``None`` for none, a folder,
+                or an :class:`EmbeddingCache`.
 
         Raises:
+            ConfigError: an unknown precision or cache setting.
             BundleError: no such bundle/component/precision, tampered or truncated files,
                 settings that make no sense.
         """
@@ -153,27 +208,38 @@ class OnnxEncoder:
         comp = bundle.component(component)
         if comp.kind != "encoder":
             raise BundleError(f"component {component!r} of {bundle.root} is a {comp.kind!r}, not an encoder")
-        if precision not in comp.files:
-            have = ", ".join(p for p in PRECISIONS if p in comp.files) or "none"
-            raise BundleError(
-                f"bundle {bundle.root} has no {precision} encoder (it has: {have}); "
-                f"use --precision {'fp32' if precision == 'int8' else 'int8'} or re-export with --quantize int8"
-            )
+        if precision == "auto":
+            chosen, reason = choose_precision(comp.files)
+        else:
+            chosen, reason = precision, "asked for"
+            if precision not in comp.files:
+                have = ", ".join(p for p in VARIANTS if p in comp.files) or "none"
+                raise BundleError(
+                    f"bundle {bundle.root} has no {precision} encoder (it has: {have}); "
+                    f"use --precision auto or re-export with --quantize int8"
+                )
         if "tokenizer" not in comp.files:
             raise BundleError(f"encoder of bundle {bundle.root} lists no tokenizer file; re-export the bundle")
         settings = _settings(comp.settings, bundle.root)
-        model = bundle.file(component, precision)
+        model = bundle.file(component, chosen)
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
-        identity = f"onnx:{source}:{comp.files[precision].sha256[:12]}:{precision}"
-        return cls(
+        identity = f"onnx:{source}:{comp.files[chosen].sha256[:12]}:{chosen}"
+        key = _cache_key(comp.files[chosen].sha256, comp.files["tokenizer"].sha256, settings)
+        encoder = cls(
             model,
             tokenizer,
             threads=threads,
             batch_size=batch_size,
             identity=identity,
+            cache=_resolve_cache(cache),
+            cache_key=key,
+            lazy=True,
             **settings,
         )
+        encoder.precision_choice = {"requested": precision, "precision": chosen, "reason": reason}
+        logger.info("encoder %s: precision %s (%s)", bundle.root, chosen, reason)
+        return encoder
 
     @property
     def identity(self) -> str:
@@ -183,11 +249,25 @@ class OnnxEncoder:
         return self._identity
 
     @property
+    def cache_key(self) -> str:
+        """What the embedding cache files this encoder's vectors under: a hash of the model and
+        tokenizer files' sha256, the settings that change a vector and the onnxruntime version."""
+        if self._cache_key is None:
+            settings = {"max_length": self.max_length, "pooling": self.pooling, "normalize": self.normalize,
+                        "pad_id": self.pad_id}
+            self._cache_key = _cache_key(sha256_file(self.model_path), sha256_file(self.tokenizer_path), settings)
+        return self._cache_key
+
+    @property
     def input_names(self) -> tuple[str, ...]:
+        self._load()
         return tuple(i.name for i in self._session.get_inputs())
 
     def encode(self, texts: list[str]) -> np.ndarray:
         """Embed ``texts`` into a float32 ``(len(texts), dimension)`` array, in input order.
+
+        With a cache, texts seen before are read from it and only the others are run (and
+        then stored); the vectors are the ones the model produced, bit for bit.
 
         Raises:
             ConfigError: an item is not a string.
@@ -199,7 +279,24 @@ class OnnxEncoder:
                 raise ConfigError(f"texts[{i}] is {type(text).__name__}, expected str")
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
-        lengths = [len(e.ids) for e in tokenize_batch(self._tokenizer, texts)]
+        if self.cache is None:
+            return self._encode(texts)
+        key = self.cache_key
+        digests = [text_digest(t) for t in texts]
+        found = self.cache.lookup(key, digests, dimension=self.dimension)
+        todo = list({d: t for d, t in zip(digests, texts) if d not in found}.items())
+        if todo:
+            computed = self._encode([t for _, t in todo])
+            fresh = {d: computed[row] for row, (d, _) in enumerate(todo)}
+            self.cache.store(key, fresh)
+            found.update(fresh)
+        return np.stack([found[d] for d in digests]).astype(np.float32, copy=False)
+
+    def _encode(self, texts: list[str]) -> np.ndarray:
+        """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
+        self._load()
+        encodings = tokenize_batch(self._tokenizer, texts)  # once: the lengths order the batches
+        lengths = [len(e.ids) for e in encodings]
         order = np.argsort(lengths, kind="stable")[::-1]
         out = np.empty((len(texts), self.dimension), dtype=np.float32)
         start = 0
@@ -207,12 +304,13 @@ class OnnxEncoder:
             longest = lengths[order[start]]
             size = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
             rows = order[start : start + size]
-            out[rows] = self._run([texts[i] for i in rows])
+            out[rows] = self._run([encodings[i] for i in rows])
             start += size
         return out
 
-    def _run(self, batch: list[str]) -> np.ndarray:
-        ids, mask = encode_padded(self._tokenizer, batch, pad_id=self.pad_id)
+    def _run(self, batch: list[Any]) -> np.ndarray:
+        """Embed one batch of tokenizer encodings."""
+        ids, mask = pad_encodings(batch, pad_id=self.pad_id)
         feed = feed_for(self._session, {"input_ids": ids, "attention_mask": mask})
         try:
             hidden = self._session.run([self._output], feed)[0]
@@ -224,8 +322,31 @@ class OnnxEncoder:
     def __repr__(self) -> str:
         return (
             f"OnnxEncoder({self.model_path.name!r}, dimension={self.dimension}, max_length={self.max_length}, "
-            f"pooling={self.pooling!r}, threads={self.threads}, batch_size={self.batch_size})"
+            f"pooling={self.pooling!r}, threads={self.threads}, batch_size={self.batch_size}, "
+            f"cache={str(self.cache.path) if self.cache else None!r})"
         )
+
+
+def _cache_key(model_sha256: str, tokenizer_sha256: str, settings: Mapping[str, Any]) -> str:
+    """A short hash of everything that decides a vector (kept out of the index identity, which
+    must not change when onnxruntime is upgraded)."""
+    parts = {
+        "model": model_sha256, "tokenizer": tokenizer_sha256, "onnxruntime": onnxruntime_version(),
+        **{k: settings.get(k) for k in ("max_length", "pooling", "normalize", "pad_id")},
+    }
+    return "onnx-" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def _resolve_cache(setting: CacheSetting) -> EmbeddingCache | None:
+    if setting is True:
+        return default_cache()
+    if setting is False or setting is None:
+        return None
+    if isinstance(setting, EmbeddingCache):
+        return setting
+    if isinstance(setting, (str, os.PathLike)):
+        return EmbeddingCache(setting)
+    raise ConfigError(f"cache must be True, False, a folder or an EmbeddingCache, got {type(setting).__name__}")
 
 
 def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
@@ -249,15 +370,38 @@ def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
     return settings
 
 
-def load_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1, precision: str = "int8") -> EncoderLike:
+def load_encoder(
+    bundle: str | os.PathLike[str] | None,
+    *,
+    threads: int = 1,
+    precision: str = "auto",
+    cache: CacheSetting = True,
+    index_encoder: str | None = None,
+) -> EncoderLike:
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
+    The hashing encoder never uses the cache (hashing a text is faster than looking it up).
+
+    Args:
+        bundle: the bundle folder, or None for the hashing encoder.
+        threads, precision, cache: see :meth:`OnnxEncoder.from_bundle`.
+        index_encoder: the encoder id an index recorded (``onnx:…:int8``); with
+            ``precision="auto"`` the variant it names is run when the bundle has it (and the
+            reason says so when it differs from the CPU's choice), so an index built on
+            another CPU keeps matching.
+
     Raises:
-        BundleError, ModelError, MissingExtraError: see :meth:`OnnxEncoder.from_bundle`.
+        BundleError, ModelError, MissingExtraError, ConfigError: see :meth:`OnnxEncoder.from_bundle`.
     """
     if bundle is None:
         return HashingEncoder()
     loaded = Bundle.load(bundle)
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
-    return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision)
+    files = loaded.components["encoder"].files
+    variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
+    if variant not in VARIANTS or variant not in files or variant == choose_precision(files)[0]:
+        return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache)
+    encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache)
+    encoder.precision_choice = {"requested": "auto", "precision": variant, "reason": "the index was built with it"}
+    return encoder

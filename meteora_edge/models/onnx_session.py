@@ -18,7 +18,7 @@ from ..documents import check_unicode
 from ..errors import BundleError, ConfigError, MissingExtraError, ModelError
 
 __all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "tokenize_batch", "check_tokenizer", "feed_for",
-           "encode_padded"]
+           "encode_padded", "pad_encodings", "onnxruntime_version"]
 
 logger = logging.getLogger(__name__)
 
@@ -35,6 +35,15 @@ def _onnxruntime() -> Any:
         raise MissingExtraError("onnxruntime", "onnx") from None
     onnxruntime.disable_telemetry_events()
     return onnxruntime
+
+
+def onnxruntime_version() -> str:
+    """The installed onnxruntime's version (part of the embedding cache key).
+
+    Raises:
+        MissingExtraError: onnxruntime is not installed.
+    """
+    return str(_onnxruntime().__version__)
 
 
 def create_session(
@@ -142,10 +151,14 @@ def tokenize_batch(tokenizer: Any, inputs: list[Any], *, add_special_tokens: boo
 
 def encode_padded(tokenizer: Any, texts: list[str], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Tokenise ``texts`` and pad to the longest: ``(input_ids, attention_mask)``, both int64."""
-    encodings = tokenize_batch(tokenizer, texts)
+    return pad_encodings(tokenize_batch(tokenizer, texts), pad_id=pad_id)
+
+
+def pad_encodings(encodings: list[Any], *, pad_id: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Pad tokenizer encodings (anything with ``.ids``) to the longest: ``(input_ids, attention_mask)``."""
     width = max((len(e.ids) for e in encodings), default=0)
-    ids = np.full((len(texts), width), pad_id, dtype=np.int64)
-    mask = np.zeros((len(texts), width), dtype=np.int64)
+    ids = np.full((len(encodings), width), pad_id, dtype=np.int64)
+    mask = np.zeros((len(encodings), width), dtype=np.int64)
     for row, enc in enumerate(encodings):
         ids[row, : len(enc.ids)] = enc.ids
         mask[row, : len(enc.ids)] = 1

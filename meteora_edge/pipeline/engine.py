@@ -30,8 +30,7 @@ import numpy as np
 
 from ..documents import document_texts
 from ..errors import InputError, LocalIndexError
-from ..index.local_index import LocalIndex
-from ..index.memory_index import InMemoryIndex
+from ..index.corpus_index import CorpusIndex
 from ..models.bm25 import BM25Index, bm25_tokens
 from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
@@ -85,7 +84,8 @@ class EvidencePipeline:
         config: phase settings.
         encoder: embeds queries, rationales and passages (defaults to :class:`HashingEncoder`;
             with an index it must be the index's encoder).
-        index: a :class:`LocalIndex` to retrieve from (else pass ``passages`` to :meth:`run`).
+        index: a :class:`~meteora_edge.index.corpus_index.CorpusIndex` to retrieve from — a
+            ``LocalIndex``, ``InMemoryIndex`` or ``MilvusIndex`` (else pass ``passages`` to :meth:`run`).
         rationale_generator: e.g. a ``LlamaRationaleGenerator``.
         verifier: e.g. a ``LlamaVerifier`` (the top rung of the ladder).
         cross_encoder: any object with ``score(query, passages)`` (the second rung).
@@ -104,7 +104,7 @@ class EvidencePipeline:
         config: PipelineConfig | None = None,
         *,
         encoder: EncoderLike | None = None,
-        index: LocalIndex | InMemoryIndex | None = None,
+        index: CorpusIndex | None = None,
         rationale_generator: RationaleGenerator | None = None,
         verifier: VerifierLike | None = None,
         cross_encoder: CrossEncoder | None = None,
@@ -150,6 +150,7 @@ class EvidencePipeline:
         if len(query) > cfg.max_chunk_chars:
             raise InputError(f"query has {len(query)} characters, over max_chunk_chars={cfg.max_chunk_chars}")
         trace = Trace(query=query, config={**cfg.to_dict(), "rung": self.rung, "encoder": encoder_id(self.encoder),
+                                            "encoder_precision": getattr(self.encoder, "precision_choice", None),
                                             "tokenizer": self.token_counter.identity})
         run = _Run(self, query, trace)
         run.candidates(passages)
@@ -221,7 +222,7 @@ class _Run:
             records = pipe.index.records(ids)
             for chunk_id, record in zip(ids, records):
                 self._add(record["text"], record, int(chunk_id), record.get("id", chunk_id), None)
-            self.vectors = np.asarray(pipe.index.vectors[ids], dtype=np.float32) if ids else np.zeros(
+            self.vectors = np.asarray(pipe.index.vectors_for(ids), dtype=np.float32) if ids else np.zeros(
                 (0, self.query_vector.shape[0]), dtype=np.float32)
             source = "knn" if cfg.scoring == "dense" else "knn+bm25"
         else:
@@ -236,7 +237,7 @@ class _Run:
         self._phase("candidates", t0, f"{len(self.texts)} candidates from {source} ({cfg.scoring} scores)", source=source,
                     k_init=cfg.k_init if source != "passages" else None, scoring=cfg.scoring)
 
-    def _index_candidates(self, index: LocalIndex | InMemoryIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+    def _index_candidates(self, index: CorpusIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
         """kNN's best (and BM25's best unless scoring is dense), ranked by the fused score, best first."""
         cfg = self.cfg
         knn_ids, knn_scores = index.search(self.query_vector, cfg.k_init)
@@ -248,11 +249,10 @@ class _Run:
         ids = list(dict.fromkeys([*dense_of, *(int(c) for c in bm25_ids)]))
         if not ids:
             return [], np.zeros(0), np.zeros(0)
-        all_lexical = index.bm25.scores(bm25_tokens(self.query))
-        lexical = np.asarray([float(all_lexical[c]) for c in ids])
+        lexical = np.asarray(index.lexical_scores(self.query, ids), dtype=np.float64)
         missing = [c for c in ids if c not in dense_of]
         if missing:
-            extra = _cosines(np.asarray(index.vectors[missing], dtype=np.float32), self.query_vector)
+            extra = _cosines(np.asarray(index.vectors_for(missing), dtype=np.float32), self.query_vector)
             dense_of.update({c: float(s) for c, s in zip(missing, extra)})
         dense = np.asarray([dense_of[c] for c in ids])
         ranked = np.lexsort((np.arange(len(ids)), -self._fuse(dense, lexical)))[: max(cfg.k_init, len(knn_ids))]
@@ -314,7 +314,7 @@ class _Run:
                     f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(self.rationales)} {origin} rationales, "
                     f"{cfg.scoring} scores)", **details)
 
-    def _retrieve_for(self, index: LocalIndex | InMemoryIndex, rationale: Any) -> None:
+    def _retrieve_for(self, index: CorpusIndex, rationale: Any) -> None:
         """Fetch the index's best chunks for one rule-written rationale into the candidates.
 
         A compared name's evidence or a second hop's bridge evidence shares little with the
@@ -331,7 +331,7 @@ class _Run:
         if not new_ids:
             return
         records = index.records(new_ids)
-        self.vectors = np.concatenate([self.vectors, np.asarray(index.vectors[new_ids], dtype=np.float32)])
+        self.vectors = np.concatenate([self.vectors, np.asarray(index.vectors_for(new_ids), dtype=np.float32)])
         dense = _cosines(self.vectors[-len(new_ids):], self.query_vector)
         for c, record, cosine in zip(new_ids, records, dense):
             position = self._add(record["text"], record, c, record.get("id", c), None)
@@ -443,7 +443,7 @@ class _Run:
         new_ids = [c for c, _ in hits if c not in by_id]
         if new_ids:
             fresh = dict(zip(new_ids, pipe.index.records(new_ids)))
-            self.vectors = np.concatenate([self.vectors, np.asarray(pipe.index.vectors[new_ids], dtype=np.float32)])
+            self.vectors = np.concatenate([self.vectors, np.asarray(pipe.index.vectors_for(new_ids), dtype=np.float32)])
             for c in new_ids:
                 by_id[c] = self._add(fresh[c]["text"], fresh[c], c, fresh[c].get("id", c), None)
         return [(by_id[c], s) for c, s in hits], "index"

@@ -110,7 +110,7 @@ def test_cli_imports_the_model_and_selects_with_both_roles(tmp_path, monkeypatch
     runner = CliRunner()
     result = runner.invoke(main, ["export", "llm", "--gguf", str(GGUF), "--out", str(bundle)])
     assert result.exit_code == 0, result.output
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a: HashingEncoder())  # llm-only bundle
+    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())  # llm-only bundle
     chunks = tmp_path / "chunks.json"
     chunks.write_text(json.dumps(CHUNKS))
     result = runner.invoke(main, ["select", "--chunks", str(chunks), "--query", "Who may terminate?", "--bundle",

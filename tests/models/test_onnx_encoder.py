@@ -166,21 +166,25 @@ def test_not_a_feature_extraction_graph(tmp_path, tiny):
 
 
 def test_from_bundle_identity_precision_and_settings(tmp_path):
-    bundle = make_bundle(tmp_path / "b", settings={"max_length": 4})
+    bundle = make_bundle(tmp_path / "b", settings={"max_length": 4}, dot=True)
     fp32 = OnnxEncoder.from_bundle(bundle, precision="fp32")
-    int8 = OnnxEncoder.from_bundle(bundle)
+    int8 = OnnxEncoder.from_bundle(bundle, precision="int8")
+    dot = OnnxEncoder.from_bundle(bundle, precision="int8-dot")
     assert fp32.identity.startswith("onnx:tiny-test-encoder:") and fp32.identity.endswith(":fp32")
-    assert int8.identity.endswith(":int8") and fp32.max_length == 4
+    assert int8.identity.endswith(":int8") and dot.identity.endswith(":int8-dot") and fp32.max_length == 4
+    assert dot.model_path.name == "model.int8-dot.onnx"
+    assert int8.precision_choice == {"requested": "int8", "precision": "int8", "reason": "asked for"}
     text = "fees are due monthly after notice"
     np.testing.assert_allclose(fp32.encode([text]), expected([text], max_length=4), atol=1e-6)
 
 
 def test_from_bundle_without_the_requested_precision(tmp_path):
     bundle = make_bundle(tmp_path / "b", int8=False)
-    with pytest.raises(BundleError, match="has no int8 encoder .*--precision fp32"):
-        OnnxEncoder.from_bundle(bundle)
-    with pytest.raises(ConfigError, match="precision must be one of int8, fp32"):
+    with pytest.raises(BundleError, match="has no int8 encoder \\(it has: fp32\\); use --precision auto"):
+        OnnxEncoder.from_bundle(bundle, precision="int8")
+    with pytest.raises(ConfigError, match="precision must be one of auto, fp32, int8, int8-dot"):
         OnnxEncoder.from_bundle(bundle, precision="fp16")
+    assert OnnxEncoder.from_bundle(bundle).identity.endswith(":fp32")  # auto takes what there is
 
 
 @pytest.mark.parametrize(

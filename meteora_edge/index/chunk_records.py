@@ -1,0 +1,101 @@
+"""Chunk records as every index stores them: chunking, the record line, and batched embedding.
+
+A record is ``{"id", "text", "sha256", "source", "position", "start", "end", "metadata",
+"file"}``: the chunk id, its text and the sha256 of the text, the document id, the chunk's
+position in its document and character offsets, the document's metadata and the file it
+came from. :class:`~meteora_edge.index.local_index.LocalIndex` stores one JSON line per
+record; :class:`~meteora_edge.index.milvus_index.MilvusIndex` one row per record.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import numpy as np
+
+from ..errors import InputError
+from ..models.encoders import EncoderLike, embed, normalize_rows
+from .chunking import iter_chunks
+from .corpus import SourceDocument
+
+__all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "finite"]
+
+Progress = Callable[[int, int], None]
+
+
+def record_line(record: dict[str, Any]) -> bytes:
+    """One chunks.jsonl line: the record with the sha256 of its text, strict JSON (no NaN) in UTF-8."""
+    try:
+        digest = hashlib.sha256(record["text"].encode("utf-8")).hexdigest()
+        rest = {k: v for k, v in record.items() if k not in ("id", "text", "sha256")}
+        line = {"id": record["id"], "text": record["text"], "sha256": digest, **rest}
+        return json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+    except UnicodeEncodeError as exc:
+        bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
+        raise InputError(f"document {record['source']!r} holds a lone surrogate ({bad}) that UTF-8 cannot store; "
+                         "fix the document's text or metadata") from None
+    except ValueError:
+        raise InputError(f"the metadata of document {record['source']!r} holds NaN or Infinity, which JSON cannot "
+                         "store; remove the value or write it as a string") from None
+    except TypeError as exc:
+        raise InputError(f"the metadata of document {record['source']!r} is not JSON ({exc})") from None
+
+
+class _RecordTexts(Sequence[str]):
+    """The chunk texts, read back from their serialised records when asked for, so a build
+    holds each text once (in its record) and not twice."""
+
+    def __init__(self, lines: list[bytes]) -> None:
+        self._lines = lines
+
+    def __len__(self) -> int:
+        return len(self._lines)
+
+    def __getitem__(self, item):  # type: ignore[override]
+        if isinstance(item, slice):
+            return [json.loads(line)["text"] for line in self._lines[item]]
+        return json.loads(self._lines[item])["text"]
+
+
+def chunk_records(
+    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+) -> tuple[Sequence[str], list[bytes]]:
+    """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
+    lines: list[bytes] = []
+    for document in documents:
+        for chunk in iter_chunks([document.text], chunk_size, overlap):
+            lines.append(record_line({
+                "id": start_id + len(lines),
+                "text": chunk.text,
+                "source": document.source_id,
+                "position": chunk.index,
+                "start": chunk.start_pos,
+                "end": chunk.end_pos,
+                "metadata": document.metadata,
+                "file": document.file,
+            }))
+    return _RecordTexts(lines), lines
+
+
+def embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:
+    """Embed ``texts`` ``batch_size`` at a time (calling ``progress(done, total)``); float32, L2-normalised rows."""
+    parts = []
+    for lo in range(0, len(texts), batch_size):
+        parts.append(embed(encoder, texts[lo : lo + batch_size]))
+        if progress:
+            progress(min(lo + batch_size, len(texts)), len(texts))
+    return normalize_rows(np.concatenate(parts).astype(np.float32)).astype(np.float32)
+
+
+def finite(value: Any) -> Any:
+    """``value`` with NaN/Infinity replaced by None (format-1 records could hold them)."""
+    if isinstance(value, float) and not np.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: finite(v) for k, v in value.items()}
+    if isinstance(value, list):
+        return [finite(v) for v in value]
+    return value

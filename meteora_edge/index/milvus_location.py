@@ -1,0 +1,166 @@
+"""Where a Milvus index lives, and the one place that connects to it (extra ``[milvus]``).
+
+Two kinds of location, one code path (pymilvus's ``MilvusClient``):
+
+* **Milvus Lite** — a local database folder whose name ends in ``.db`` (pymilvus's rule),
+  e.g. ``./corpus.db``; the ``milvus-lite`` package runs the engine inside this process.
+  One process at a time may open a Lite database (it holds a file lock).
+* **A Milvus server or cluster** — ``http://host:19530`` (or ``https://…``); a token, when
+  the server asks for one, comes from ``METEORA_EDGE_MILVUS_TOKEN`` (``user:password`` or an
+  API key).
+
+``select --index`` names an index by one string, a ``milvus://`` URL:
+``milvus://./corpus.db`` or ``milvus:///abs/corpus.db`` (Lite: the part after ``milvus://``
+ends in ``.db``), ``milvus://host:19530`` (a server over http), ``milvus+https://host:443``
+(over https); ``?collection=NAME`` picks the collection. The default collection is the
+database's file name without ``.db`` (``corpus``) for Lite, and ``meteora_edge`` on a server.
+
+pymilvus logs every failed call with a traceback on its own stderr handler (logger
+``pymilvus``); the CLI quiets it, a library caller may do the same.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs
+
+from ..errors import CollectionError, InputError, MissingExtraError
+
+__all__ = [
+    "DEFAULT_COLLECTION", "MilvusLocation", "connect", "is_milvus_url", "milvus_error", "milvus_location",
+    "parse_milvus_url",
+]
+
+DEFAULT_COLLECTION = "meteora_edge"
+TOKEN_ENV = "METEORA_EDGE_MILVUS_TOKEN"
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
+_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):(\d{1,5})")
+_SCHEMES = {"milvus": "http", "milvus+http": "http", "milvus+https": "https"}
+_FORMS = ("milvus://PATH.db (Milvus Lite), milvus://HOST:PORT or milvus+https://HOST:PORT (a server), "
+          "each with an optional ?collection=NAME")
+
+
+@dataclass(frozen=True)
+class MilvusLocation:
+    """A collection on Milvus: ``uri`` is what pymilvus connects to (a ``.db`` path or http(s)://host:port)."""
+
+    uri: str
+    collection: str
+
+    def __post_init__(self) -> None:
+        if not _NAME.fullmatch(self.collection):
+            raise InputError(f"Milvus collection name {self.collection!r} is not valid: use letters, digits and "
+                             "underscores, starting with a letter or underscore (at most 255)")
+
+    @property
+    def lite(self) -> bool:
+        return not self.uri.startswith(("http://", "https://"))
+
+    @property
+    def label(self) -> str:
+        """The ``milvus://`` URL that names this collection (for messages and ``index info``)."""
+        if self.lite:
+            return f"milvus://{self.uri}?collection={self.collection}"
+        scheme, rest = self.uri.split("://", 1)
+        return f"{'milvus' if scheme == 'http' else 'milvus+https'}://{rest}?collection={self.collection}"
+
+
+def is_milvus_url(text: str) -> bool:
+    """Whether ``text`` is a ``milvus://`` (or ``milvus+http(s)://``) URL rather than a folder."""
+    return text.split("://", 1)[0].lower() in _SCHEMES and "://" in text
+
+
+def _default_collection(uri: str) -> str:
+    if uri.startswith(("http://", "https://")):
+        return DEFAULT_COLLECTION
+    stem = re.sub(r"\W", "_", Path(uri).name[: -len(".db")], flags=re.ASCII) or DEFAULT_COLLECTION
+    return stem if _NAME.fullmatch(stem) else f"c_{stem}"[:255]
+
+
+def milvus_location(uri: str, collection: str | None = None) -> MilvusLocation:
+    """A location from ``--uri`` (a ``.db`` path, or http(s)://host:port) and ``--collection``.
+
+    Raises:
+        InputError: any other URI, or a collection name Milvus would refuse.
+    """
+    text = uri.strip()
+    if text.lower().startswith(("http://", "https://")):
+        scheme, rest = text.split("://", 1)
+        if not _HOST_PORT.fullmatch(rest.rstrip("/")):
+            raise InputError(f"Milvus server URI {uri!r} must be {scheme.lower()}://HOST:PORT, "
+                             "e.g. http://localhost:19530")
+        text = f"{scheme.lower()}://{rest.rstrip('/')}"
+    elif "://" in text:
+        raise InputError(f"Milvus URI {uri!r}: give a Milvus Lite path ending in .db or http(s)://HOST:PORT")
+    elif not text.endswith(".db") or text in (".db", "/.db") or text.endswith("/.db"):
+        raise InputError(f"Milvus Lite database {uri!r} must be a path whose name ends in .db (e.g. ./corpus.db)")
+    return MilvusLocation(text, collection or _default_collection(text))
+
+
+def parse_milvus_url(url: str) -> MilvusLocation:
+    """A location from a ``milvus://`` URL (see the module docstring for the forms).
+
+    Raises:
+        InputError: another scheme, neither a ``.db`` path nor HOST:PORT, or a bad ``?`` part.
+    """
+    scheme, _, rest = url.partition("://")
+    if scheme.lower() not in _SCHEMES or not rest:
+        raise InputError(f"{url!r} is not a Milvus URL; give {_FORMS}")
+    target, _, query = rest.partition("?")
+    params = parse_qs(query, keep_blank_values=True, strict_parsing=False) if query else {}
+    if set(params) - {"collection"} or any(len(v) != 1 for v in params.values()):
+        raise InputError(f"{url!r}: the only option a Milvus URL takes is ?collection=NAME")
+    collection = params["collection"][0] if params else None
+    if target.endswith(".db") and scheme.lower() == "milvus":
+        return milvus_location(os.path.expanduser(target), collection)
+    if _HOST_PORT.fullmatch(target.rstrip("/")):
+        return milvus_location(f"{_SCHEMES[scheme.lower()]}://{target.rstrip('/')}", collection)
+    raise InputError(f"{url!r} names neither a Milvus Lite database (a path ending in .db) nor a server "
+                     f"(HOST:PORT); give {_FORMS}")
+
+
+def _message(exc: Exception) -> str:
+    text = getattr(exc, "message", None) or str(exc)
+    return " ".join(str(text).split())[:300]
+
+
+def connect(location: MilvusLocation, *, timeout: float = 10.0) -> Any:
+    """A ``MilvusClient`` for ``location`` (starting Milvus Lite in this process for a ``.db`` path).
+
+    Raises:
+        MissingExtraError: pymilvus (or, for a ``.db`` path, milvus-lite) is not installed.
+        InputError: the Lite database's folder does not exist, or the path is a file.
+        CollectionError: the server cannot be reached or the database cannot be opened.
+    """
+    try:
+        from pymilvus import MilvusClient
+        from pymilvus.exceptions import MilvusException
+    except ImportError:
+        raise MissingExtraError("pymilvus", "milvus") from None
+    if location.lite:
+        try:
+            import milvus_lite  # noqa: F401  (pymilvus starts it for .db paths)
+        except ImportError:
+            raise MissingExtraError("milvus-lite", "milvus") from None
+        path = Path(location.uri)
+        if not path.parent.is_dir():
+            raise InputError(f"folder {path.parent} does not exist (for the Milvus Lite database {path})")
+        if path.exists() and not path.is_dir():
+            raise InputError(f"{path} is a file, not a Milvus Lite database folder (databases of milvus-lite 2.x "
+                             "cannot be opened; rebuild the index)")
+    try:
+        return MilvusClient(uri=location.uri, token=os.environ.get(TOKEN_ENV, ""), timeout=timeout)
+    except MilvusException as exc:
+        if location.lite:
+            raise CollectionError(f"cannot open the Milvus Lite database {location.uri} ({_message(exc)}); is another "
+                                  "process using it? Milvus Lite lets one process open a database") from None
+        raise CollectionError(f"cannot connect to Milvus at {location.uri}: {_message(exc)}") from None
+
+
+def milvus_error(exc: Exception) -> str:
+    """One line from a pymilvus exception: its message without the code wrapper."""
+    return _message(exc)

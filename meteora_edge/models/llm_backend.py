@@ -1,0 +1,100 @@
+"""llama.cpp's CPU backend: loaded for the CPU this process runs on, and named.
+
+llama.cpp picks its CPU kernels at run time when llama-cpp-python was built with
+``GGML_BACKEND_DL=ON`` and ``GGML_CPU_ALL_VARIANTS=ON`` (what ``scripts/install-llama-cpp.sh``
+builds): one ``libggml-cpu-<level>.so`` per instruction-set level sits beside ``libggml``, and
+someone must load the best one before a model can load (llama.cpp otherwise answers "no
+backends are loaded"). :func:`cpu_backend` does that once per process, through
+llama-cpp-python's own ctypes library handle, and says which variant runs. Builds with the
+CPU code linked in need nothing.
+
+Example:
+    >>> cpu_backend()["dispatch"]  # doctest: +SKIP
+    'runtime'
+"""
+
+from __future__ import annotations
+
+import ctypes
+import logging
+import os
+import re
+import threading
+from pathlib import Path
+from typing import Any
+
+from ..errors import ModelError
+
+__all__ = ["cpu_backend"]
+
+logger = logging.getLogger(__name__)
+
+_BACKEND_LOCK = threading.Lock()
+_BACKEND: dict[str, Any] | None = None
+_VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-([A-Za-z0-9_.]+)\.(?:so|dll|dylib)$")
+
+
+def cpu_backend() -> dict[str, Any]:
+    """Make sure llama.cpp has a CPU backend, and say which one.
+
+    With a runtime-dispatch build (``libggml-cpu-*.so`` files beside ``libggml``) and no
+    backend registered yet, ``ggml_backend_load_all_from_path`` loads the best variant the
+    CPU supports (llama.cpp scores each by the CPU's features). Runs once per process.
+
+    Returns:
+        ``{"dispatch": "runtime" | "built-in", "variant": name or None, "variants": [...]}``:
+        ``variant`` is the loaded file's level (e.g. ``zen4``, ``haswell``), read from the
+        process's memory map where the system has one (Linux), else None.
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed.
+        ModelError: a runtime-dispatch build in which no variant could be loaded.
+    """
+    global _BACKEND
+    with _BACKEND_LOCK:
+        if _BACKEND is None:
+            _BACKEND = _load_cpu_backend()
+        return dict(_BACKEND)
+
+
+def _load_cpu_backend() -> dict[str, Any]:
+    from .llm_model import import_llama_cpp
+
+    llama_cpp = import_llama_cpp()  # llama.cpp's log lines ("loaded CPU backend …") stay quiet
+    from llama_cpp import llama_cpp as bindings
+
+    lib_dir = Path(llama_cpp.__file__).parent / "lib"
+    variants = sorted(m.group(1) for f in lib_dir.glob("*ggml-cpu-*") if (m := _VARIANT_FILE.search(f.name)))
+    if not variants:
+        return {"dispatch": "built-in", "variant": None, "variants": []}
+    # Through libllama's own handle: symbol lookup follows its dependencies, so this reaches the
+    # libggml instance llama.cpp uses (a wheel holds copies, not symlinks, of libggml.so and
+    # libggml.so.0, so opening "libggml.so" by name could give a second registry).
+    ggml = bindings._lib
+    ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
+    ggml.ggml_backend_dev_count.argtypes = []
+    if ggml.ggml_backend_dev_count() == 0:
+        ggml.ggml_backend_load_all_from_path.restype = None
+        ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
+        ggml.ggml_backend_load_all_from_path(os.fsencode(lib_dir))
+    if ggml.ggml_backend_dev_count() == 0:
+        raise ModelError(
+            f"llama.cpp loaded none of its CPU backends from {lib_dir} ({', '.join(variants)}); "
+            "reinstall llama-cpp-python with scripts/install-llama-cpp.sh"
+        )
+    loaded = _mapped_variant()
+    logger.info("llama.cpp CPU backend: %s (of %s)", loaded or "unknown", ", ".join(variants))
+    return {"dispatch": "runtime", "variant": loaded, "variants": variants}
+
+
+def _mapped_variant() -> str | None:
+    """The ``ggml-cpu-<level>`` library mapped into this process (Linux), else None."""
+    try:
+        with open("/proc/self/maps", encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                match = _VARIANT_FILE.search(line.strip())
+                if match:
+                    return match.group(1)
+    except OSError:
+        pass
+    return None
