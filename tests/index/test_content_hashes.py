@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from meteora_edge.index.chunking import chunk_text
-from meteora_edge.index.content_hashes import record_file, unseen_documents
+from meteora_edge.index.content_hashes import record_file, source_counts, unseen_documents
 from meteora_edge.index.corpus import SourceDocument
 
 
@@ -95,3 +95,12 @@ def test_a_stored_hash_is_trusted_and_records_without_one_are_hashed_from_their_
 ])
 def test_record_file_prefers_the_file_then_the_metadata_source_then_the_document_id(record, expected):
     assert record_file(record) == expected
+
+
+def test_source_counts_counts_files_and_documents_up_to_the_limit():
+    rows = [("a.txt", "doc1"), ("a.txt", "doc1"), ("a.txt", "doc2"), ("b.txt", "doc3")]
+    index = Records([{"text": f"t{i}", "file": f, "source": s} for i, (f, s) in enumerate(rows)])
+    assert source_counts(index) == (2, 3)
+    assert source_counts(index, limit=4) == (2, 3)
+    assert source_counts(index, limit=3) == (None, None)  # too many chunks to read them all
+    assert source_counts(Records([])) == (None, None)
