@@ -172,7 +172,7 @@ def parse_strict_json(raw: bytes, where: str, *, max_bytes: int | None = MAX_MAN
     if max_bytes is not None and len(raw) > max_bytes:
         raise LocalIndexError(f"{where} is {len(raw)} bytes, more than an index writes; rebuild the index")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
+        return json.loads(raw.decode(), parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
         raise LocalIndexError(f"{where} is corrupt ({reason}); rebuild the index") from None

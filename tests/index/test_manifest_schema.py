@@ -91,6 +91,14 @@ REFUSED = [
 ]
 
 
+def test_several_missing_or_extra_keys_are_named_together():
+    manifest = copy.deepcopy(VALID)
+    del manifest["files"]["vectors.npy"], manifest["files"]["chunks.jsonl"]
+    assert _problem(manifest) == "manifest.files lacks 'vectors.npy', 'chunks.jsonl'"
+    extra = {**copy.deepcopy(VALID), "d": 1, "a": 1, "c": 1, "b": 1}
+    assert _problem(extra) == "manifest has unexpected 'a', 'b', 'c'"  # the first three, sorted
+
+
 @pytest.mark.parametrize(("manifest", "complaint"), REFUSED, ids=[r[1][:50] for r in REFUSED])
 def test_a_manifest_off_its_schema_is_refused_with_the_exact_complaint(manifest, complaint):
     assert _problem(manifest).startswith(complaint)
