@@ -110,11 +110,12 @@ def standardise(scores: np.ndarray) -> np.ndarray:
     return out if values.ndim == 2 else out[0]
 
 
-def fuse_scores(dense: np.ndarray, lexical: np.ndarray, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
+def fuse_scores(dense: np.ndarray, lexical: np.ndarray | None, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
     """One relevance score per (row, chunk) from cosine and BM25 matrices of the same shape, in float64.
 
-    ``dense``: the cosines unchanged (METEORA); ``lexical``: the standardised BM25 scores;
-    ``hybrid``: standardised cosine + ``lexical_weight`` × standardised BM25, per row.
+    ``dense``: the cosines unchanged (METEORA; ``lexical`` may then be ``None``); ``lexical``:
+    the standardised BM25 scores; ``hybrid``: standardised cosine + ``lexical_weight`` ×
+    standardised BM25, per row.
 
     Raises:
         ValueError: an unknown ``scoring`` or mismatched shapes.
