@@ -46,13 +46,8 @@ class _Held:
         self.blocks.append((offset, block))
 
     def slice(self, begin: int, end: int) -> str:
-        parts = []
-        for offset, block in self.blocks:
-            if offset >= end:
-                break
-            if offset + len(block) > begin:
-                parts.append(block[max(0, begin - offset) : end - offset])
-        return parts[0] if len(parts) == 1 else "".join(parts)
+        # a block outside [begin, end) gives an empty slice; joining one part does not copy it
+        return "".join(block[max(0, begin - offset) : max(0, end - offset)] for offset, block in self.blocks)
 
     def drop_before(self, position: int) -> None:
         """Forget whole blocks that end at or before ``position`` (never copies a block)."""
