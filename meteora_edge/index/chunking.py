@@ -114,11 +114,11 @@ def iter_chunks(
     step = chunk_size - overlap
     held = _Held()
     window: deque[tuple[int, int]] = deque()
-    fresh = 0  # words in the window that no chunk has covered yet
+    fresh = False  # the window holds words that no chunk has covered yet
     emitted = 0
     for span in _word_spans(blocks, held):
         window.append(span)
-        fresh += 1
+        fresh = True
         if len(window) < chunk_size:
             continue
         begin, end = window[0][0], window[-1][1]
@@ -126,7 +126,7 @@ def iter_chunks(
         for _ in range(step):
             window.popleft()
         held.drop_before(window[0][0] if window else end)
-        fresh = 0
+        fresh = False
         yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
         emitted += 1
     if fresh:

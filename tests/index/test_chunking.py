@@ -26,10 +26,36 @@ def test_bad_sizes(size, overlap):
         chunk_text("a b c", size, overlap)
 
 
+@pytest.mark.parametrize(("size", "overlap", "message"), [
+    (True, None, "chunk_size must be an integer >= 1, got True"),
+    (2.0, None, "chunk_size must be an integer >= 1, got 2.0"),
+    (0, None, "chunk_size must be an integer >= 1, got 0"),
+    (5, 1.0, "overlap must be an integer with 0 <= overlap < chunk_size (5), got 1.0"),
+    (5, False, "overlap must be an integer with 0 <= overlap < chunk_size (5), got False"),
+    (5, 5, "overlap must be an integer with 0 <= overlap < chunk_size (5), got 5"),
+])
+def test_bad_sizes_say_what_is_wrong(size, overlap, message):
+    with pytest.raises(ConfigError) as info:
+        chunk_text("a b c", size, overlap)
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("bad", ["", "   \n", None])
 def test_empty_or_non_text(bad):
     with pytest.raises(InputError):
         chunk_text(bad)  # type: ignore[arg-type]
+
+
+def test_a_text_without_words_says_so():
+    with pytest.raises(InputError) as info:
+        chunk_text(" \t\n ")
+    assert str(info.value) == "text holds no words; nothing to chunk"
+
+
+def test_iter_chunks_defaults_to_256_words():
+    from meteora_edge.index.chunking import iter_chunks
+
+    assert [len(c.text.split()) for c in iter_chunks([" ".join(["w"] * 300)])] == [256, 69]
 
 
 @given(text=st.text(min_size=1).filter(lambda t: t.split()), size=st.integers(1, 8), overlap=st.integers(0, 7))
