@@ -46,13 +46,8 @@ class _Held:
         self.blocks.append((offset, block))
 
     def slice(self, begin: int, end: int) -> str:
-        parts = []
-        for offset, block in self.blocks:
-            if offset >= end:
-                break
-            if offset + len(block) > begin:
-                parts.append(block[max(0, begin - offset) : end - offset])
-        return parts[0] if len(parts) == 1 else "".join(parts)
+        # a block outside [begin, end) gives an empty slice; joining one part does not copy it
+        return "".join(block[max(0, begin - offset) : max(0, end - offset)] for offset, block in self.blocks)
 
     def drop_before(self, position: int) -> None:
         """Forget whole blocks that end at or before ``position`` (never copies a block)."""
@@ -119,11 +114,11 @@ def iter_chunks(
     step = chunk_size - overlap
     held = _Held()
     window: deque[tuple[int, int]] = deque()
-    fresh = 0  # words in the window that no chunk has covered yet
+    fresh = False  # the window holds words that no chunk has covered yet
     emitted = 0
     for span in _word_spans(blocks, held):
         window.append(span)
-        fresh += 1
+        fresh = True
         if len(window) < chunk_size:
             continue
         begin, end = window[0][0], window[-1][1]
@@ -131,7 +126,7 @@ def iter_chunks(
         for _ in range(step):
             window.popleft()
         held.drop_before(window[0][0] if window else end)
-        fresh = 0
+        fresh = False
         yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
         emitted += 1
     if fresh:

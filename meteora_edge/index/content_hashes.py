@@ -9,13 +9,15 @@ documents are kept in memory; the stored chunks are read in batches.
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
 from .chunking import chunk_text
 from .corpus import SourceDocument
 
 __all__ = ["unseen_documents", "record_file", "source_counts"]
+
+_READ_BATCH = 4096  # stored records read at a time
 
 
 class _Records(Protocol):
@@ -27,21 +29,28 @@ class _Records(Protocol):
 
 
 def _text_hash(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+    # UTF-8 (the default); a lone surrogate is hashed too, so that the writer, not this check,
+    # refuses it with a clear message
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
 
 
-def _stored(index: _Records, wanted: set[str], batch: int = 4096) -> set[str]:
+def _each_record(index: _Records) -> Iterator[dict[str, Any]]:
+    """Every stored record in id order, read a batch at a time."""
+    for lo in range(0, len(index), _READ_BATCH):
+        yield from index.records(range(lo, min(lo + _READ_BATCH, len(index))))
+
+
+def _stored(index: _Records, wanted: set[str]) -> set[str]:
     """The hashes in ``wanted`` that belong to a stored chunk (the record's own ``sha256`` when
-    the index stores one, else the hash of its text)."""
+    the index stores one, else the hash of its text); reading stops once all are found."""
     found: set[str] = set()
-    for lo in range(0, len(index), batch):
+    for record in _each_record(index):
         if len(found) == len(wanted):
             break
-        for record in index.records(range(lo, min(lo + batch, len(index)))):
-            stored = record.get("sha256")
-            digest = stored if isinstance(stored, str) else _text_hash(record["text"])
-            if digest in wanted:
-                found.add(digest)
+        stored = record.get("sha256")
+        digest = stored if isinstance(stored, str) else _text_hash(record["text"])
+        if digest in wanted:
+            found.add(digest)
     return found
 
 
@@ -67,14 +76,13 @@ def record_file(record: dict[str, Any]) -> Any:
     return record.get("file") or (meta.get("source") if isinstance(meta, dict) else None) or record["source"]
 
 
-def source_counts(index: _Records, *, limit: int = 200_000, batch: int = 4096) -> tuple[int | None, int | None]:
+def source_counts(index: _Records, *, limit: int = 200_000) -> tuple[int | None, int | None]:
     """``(files, documents)``: how many files and documents the index's chunks came from
     (``(None, None)`` over ``limit`` chunks, where reading every record would be slow)."""
     documents: set[Any] = set()
     files: set[Any] = set()
     if len(index) <= limit:
-        for lo in range(0, len(index), batch):
-            for record in index.records(range(lo, min(lo + batch, len(index)))):
-                documents.add(record["source"])
-                files.add(record_file(record))
+        for record in _each_record(index):
+            documents.add(record["source"])
+            files.add(record_file(record))
     return (len(files) or None), (len(documents) or None)

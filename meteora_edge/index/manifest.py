@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Callable
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB
@@ -43,95 +43,101 @@ GENERATION_NAME = re.compile(r"gen-(\d{6,12})-[0-9a-f]{8}")
 MAX_MANIFEST_BYTES = 1 << 20
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 
-Check = Callable[[Any, str], None]
-
 
 class _Bad(Exception):
     """One schema violation: where in the document, and what was expected."""
 
 
-def _integer(low: int, high: int) -> Check:
-    def check(value: Any, at: str) -> None:
-        if type(value) is not int or not low <= value <= high:
-            raise _Bad(f"{at} must be an integer in [{low}, {high}], got {value!r:.60}")
+# The schema is data: each node below checks one value when asked (at load time, not import time).
 
-    return check
+@dataclass(frozen=True)
+class _Integer:
+    low: int
+    high: int
+
+    def check(self, value: Any, at: str) -> None:
+        if type(value) is not int or not self.low <= value <= self.high:
+            raise _Bad(f"{at} must be an integer in [{self.low}, {self.high}], got {value!r:.60}")
 
 
-def _text(max_len: int, pattern: re.Pattern[str] | None = None) -> Check:
-    def check(value: Any, at: str) -> None:
-        if not isinstance(value, str) or not 0 < len(value) <= max_len or (pattern and not pattern.fullmatch(value)):
-            kind = f"a string matching {pattern.pattern}" if pattern else f"a string of 1..{max_len} characters"
+@dataclass(frozen=True)
+class _Text:
+    max_len: int
+    pattern: re.Pattern[str] | None = None
+
+    def check(self, value: Any, at: str) -> None:
+        pattern = self.pattern
+        if not isinstance(value, str) or not 0 < len(value) <= self.max_len or (pattern and not pattern.fullmatch(value)):
+            kind = f"a string matching {pattern.pattern}" if pattern else f"a string of 1..{self.max_len} characters"
             raise _Bad(f"{at} must be {kind}, got {value!r:.60}")
 
-    return check
+
+@dataclass(frozen=True)
+class _Const:
+    expected: Any
+
+    def check(self, value: Any, at: str) -> None:
+        if type(value) is not type(self.expected) or value != self.expected:
+            raise _Bad(f"{at} must be {self.expected!r}, got {value!r:.60}")
 
 
-def _const(expected: Any) -> Check:
-    def check(value: Any, at: str) -> None:
-        if type(value) is not type(expected) or value != expected:
-            raise _Bad(f"{at} must be {expected!r}, got {value!r:.60}")
+@dataclass(frozen=True)
+class _OneOf:
+    choices: tuple[str, ...]
 
-    return check
-
-
-def _one_of(*choices: str) -> Check:
-    def check(value: Any, at: str) -> None:
-        if value not in choices or not isinstance(value, str):
-            raise _Bad(f"{at} must be one of {', '.join(choices)}, got {value!r:.60}")
-
-    return check
+    def check(self, value: Any, at: str) -> None:
+        if not isinstance(value, str) or value not in self.choices:
+            raise _Bad(f"{at} must be one of {', '.join(self.choices)}, got {value!r:.60}")
 
 
-def _object(fields: dict[str, Check], optional: dict[str, Check] | None = None) -> Check:
+@dataclass(frozen=True)
+class _Object:
     """An object with exactly ``fields`` and any of ``optional``."""
-    optional = optional or {}
 
-    def check(value: Any, at: str) -> None:
+    fields: dict[str, Any]
+    optional: dict[str, Any] = field(default_factory=dict)
+
+    def check(self, value: Any, at: str) -> None:
         if not isinstance(value, dict):
             raise _Bad(f"{at} must be an object, got {type(value).__name__}")
-        missing = [k for k in fields if k not in value]
-        extra = sorted(set(value) - set(fields) - set(optional))
+        missing = [k for k in self.fields if k not in value]
+        extra = sorted(set(value) - set(self.fields) - set(self.optional))
         if missing:
             raise _Bad(f"{at} lacks {', '.join(map(repr, missing))}")
         if extra:
             raise _Bad(f"{at} has unexpected {', '.join(map(repr, extra[:3]))}")
-        for key, field_check in fields.items():
-            field_check(value[key], f"{at}.{key}")
-        for key, field_check in optional.items():
+        for key, node in {**self.fields, **self.optional}.items():
             if key in value:
-                field_check(value[key], f"{at}.{key}")
-
-    return check
+                node.check(value[key], f"{at}.{key}")
 
 
-_FILE_ENTRY = _object({"sha256": _text(64, _SHA256), "size": _integer(0, 1 << 50)})
-_STAMP = _text(64)
-_POINTER = _object({
-    "format": _const(INDEX_FORMAT),
-    "format_version": _const(INDEX_FORMAT_VERSION),
-    "generation": _text(40, GENERATION_NAME),
+_FILE_ENTRY = _Object({"sha256": _Text(64, _SHA256), "size": _Integer(0, 1 << 50)})
+_STAMP = _Text(64)
+_POINTER = _Object({
+    "format": _Const(INDEX_FORMAT),
+    "format_version": _Const(INDEX_FORMAT_VERSION),
+    "generation": _Text(40, GENERATION_NAME),
 })
-_V1_FIELDS: dict[str, Check] = {
-    "format": _const(INDEX_FORMAT),
-    "format_version": _const(1),
-    "encoder": _object({"id": _text(512), "dimension": _integer(1, 1 << 16)}),
-    "chunking": _object({"chunk_size": _integer(1, 1 << 24), "overlap": _integer(0, 1 << 24)}),
-    "count": _integer(1, 1 << 40),
+_V1_FIELDS: dict[str, Any] = {
+    "format": _Const(INDEX_FORMAT),
+    "format_version": _Const(1),
+    "encoder": _Object({"id": _Text(512), "dimension": _Integer(1, 1 << 16)}),
+    "chunking": _Object({"chunk_size": _Integer(1, 1 << 24), "overlap": _Integer(0, 1 << 24)}),
+    "count": _Integer(1, 1 << 40),
     "created": _STAMP,
     "updated": _STAMP,
-    "files": _object({name: _FILE_ENTRY for name in REQUIRED_FILES}),
+    "files": _Object({name: _FILE_ENTRY for name in REQUIRED_FILES}),
 }
-_MANIFESTS: dict[int, Check] = {
-    1: _object(_V1_FIELDS),
-    2: _object({
+_MANIFESTS: dict[int, _Object] = {
+    1: _Object(_V1_FIELDS),
+    2: _Object({
         **_V1_FIELDS,
-        "format_version": _const(2),
-        "last_write": _object({"op": _one_of("build", "add"), "chunks": _integer(1, 1 << 40)}),
-        "files": _object({name: _FILE_ENTRY for name in REQUIRED_FILES}, {ANN_FILE: _FILE_ENTRY}),
+        "format_version": _Const(2),
+        "last_write": _Object({"op": _OneOf(("build", "add")), "chunks": _Integer(1, 1 << 40)}),
+        "files": _Object({name: _FILE_ENTRY for name in REQUIRED_FILES}, {ANN_FILE: _FILE_ENTRY}),
     }, {
-        "ann": _object({"kind": _one_of("ivf", "hnsw"), "factory": _text(32, _ANN_FACTORY),
-                        "probe": _integer(1, 1 << 20)}),
+        "ann": _Object({"kind": _OneOf(("ivf", "hnsw")), "factory": _Text(32, _ANN_FACTORY),
+                        "probe": _Integer(1, 1 << 20)}),
     }),
 }
 
@@ -166,7 +172,7 @@ def parse_strict_json(raw: bytes, where: str, *, max_bytes: int | None = MAX_MAN
     if max_bytes is not None and len(raw) > max_bytes:
         raise LocalIndexError(f"{where} is {len(raw)} bytes, more than an index writes; rebuild the index")
     try:
-        return json.loads(raw.decode("utf-8"), parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
+        return json.loads(raw.decode(), parse_constant=_refuse_constant, object_pairs_hook=_no_duplicate_keys)
     except (UnicodeDecodeError, ValueError, RecursionError) as exc:
         reason = "nested too deeply" if isinstance(exc, RecursionError) else str(exc).split(":")[0]
         raise LocalIndexError(f"{where} is corrupt ({reason}); rebuild the index") from None
@@ -179,7 +185,7 @@ def check_pointer(data: Any, where: str) -> str:
         LocalIndexError: the pointer does not match its schema.
     """
     try:
-        _POINTER(data, "pointer")
+        _POINTER.check(data, "pointer")
     except _Bad as exc:
         raise LocalIndexError(f"{where} is corrupt: {exc}; rebuild the index") from None
     return str(data["generation"])
@@ -201,7 +207,7 @@ def check_manifest(data: Any, where: str, *, version: int) -> dict[str, Any]:
             file list other than :func:`generation_files`, or overlap >= chunk_size.
     """
     try:
-        _MANIFESTS[version](data, "manifest")
+        _MANIFESTS[version].check(data, "manifest")
         chunking = data["chunking"]
         if chunking["overlap"] >= chunking["chunk_size"]:
             raise _Bad(f"manifest.chunking.overlap ({chunking['overlap']}) must be below chunk_size")

@@ -45,13 +45,13 @@ class InMemoryIndex:
         self.texts = document_texts(documents)
         self.documents = list(documents)
         self.encoder_id = encoder_id(encoder)
-        matrix = embed(encoder, self.texts) if vectors is None else np.asarray(vectors, dtype=np.float32)
+        matrix = embed(encoder, self.texts) if vectors is None else np.asarray(vectors)
         if matrix.shape[0] != len(self.texts):
             raise InputError(f"{matrix.shape[0]} vectors for {len(self.texts)} documents")
         self.vectors = normalize_rows(matrix).astype(np.float32)
         self.labels = list(labels) if labels is not None else list(range(len(self.texts)))
         self.bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
-        self._knn = None if knn_scope is None else np.asarray(sorted(knn_scope), dtype=np.int64)
+        self._knn = None if knn_scope is None else np.unique(np.asarray(knn_scope, dtype=np.int64))
         self._bm25_scope = None if bm25_scope is None else sorted(bm25_scope)
 
     def __len__(self) -> int:
@@ -60,12 +60,10 @@ class InMemoryIndex:
     def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
         q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
         scores = self.vectors @ q
-        if self._knn is not None:
-            masked = np.full(scores.shape, -np.inf, dtype=np.float64)
-            masked[self._knn] = scores[self._knn]
-            best = top_k_indices(masked, min(k, len(self._knn)))
-        else:
+        if self._knn is None:
             best = top_k_indices(scores, k)
+        else:  # the scope is sorted, so ties still go to the lower position
+            best = self._knn[top_k_indices(scores[self._knn], k)]
         return best, scores[best]
 
     def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:

@@ -192,20 +192,18 @@ def pack(
     used = 0
     decisions = []
     for position, tokens in zip(order, counts):
-        room = t_max - used
+        room, text = t_max - used, texts[position]
         if tokens <= room:
             used += tokens
-            decisions.append(PackDecision(position, tokens, "kept", texts[position]))
-        elif tokens > t_max and oversize == "truncate" and room > 0:
-            cut = truncate_to_tokens(texts[position], room, counter)
-            cut_tokens = counter.count([cut])[0] if cut else 0
-            if cut and cut_tokens <= room:
+            decisions.append(PackDecision(position, tokens, "kept", text))
+        elif tokens <= t_max:
+            decisions.append(PackDecision(position, tokens, f"skipped: needs {tokens}, {room} left", text))
+        else:  # larger than the whole budget: cut to the room left (it counts at most that), or drop
+            cut = truncate_to_tokens(text, room, counter) if oversize == "truncate" else ""
+            if cut:
+                cut_tokens = counter.count([cut])[0]
                 used += cut_tokens
                 decisions.append(PackDecision(position, cut_tokens, "truncated", cut))
             else:
-                decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", texts[position]))
-        elif tokens > t_max:
-            decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", texts[position]))
-        else:
-            decisions.append(PackDecision(position, tokens, f"skipped: needs {tokens}, {room} left", texts[position]))
+                decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", text))
     return decisions

@@ -89,10 +89,10 @@ def find_names(text: str, *, split_and_or: bool = False) -> list[str]:
             found.append((run[0].start(), text[run[0].start() : run[-1].end()]))
         run.clear()
 
-    previous_end: int | None = None
+    previous_end = 0  # before the first word the run is empty, so a gap there closes nothing
     for match in _WORD.finditer(text):
         word = match.group(0)
-        gap = text[previous_end : match.start()].strip() if previous_end is not None else ""
+        gap = text[previous_end : match.start()].strip()
         previous_end = match.end()
         initial = gap == "." and run and len(run[-1].group(0)) <= 2
         if gap and not initial:
@@ -173,7 +173,7 @@ def second_hop_rationale(
         key = name.lower()
         if any(key in a or a in key for a in asked):
             continue
-        recurrences = sum(1 for text in others if _mentions(text, name))
+        recurrences = sum(_mentions(text, name) for text in others)
         if recurrences:
             ranked.append((-recurrences, order, name))
     if not ranked:

@@ -208,9 +208,9 @@ class MeteoraSelector:
         if not parsed:
             raise InputError("no rationale given; pass at least one rationale or use the query as one")
         scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
-        exclude = {}
-        if plan is not None:
-            exclude = {row: texts.index(plan.first_hop_text) for row in plan.exclude_rows if plan.first_hop_text in texts}
+        exclude: dict[int, int] = {}
+        if plan is not None and plan.first_hop_text in texts:
+            exclude = dict.fromkeys(plan.exclude_rows, texts.index(plan.first_hop_text))
         return self._select(chunks, scorer, parsed, scorer.score(parsed), exclude=exclude,
                             strategy=None if plan is None else plan.strategy)
 
@@ -234,7 +234,7 @@ class MeteoraSelector:
         if kind != "question":
             return AutoPlan(parts, strategy)
         scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
-        first = int(np.argmax(scorer.score(parts[:1]).fused[0]))
+        first = int(np.argmax(scorer.score(parts).fused[0]))  # a plain question is one rationale
         strategy["first_hop"] = first
         others = [text for j, text in enumerate(texts) if j != first]
         hop = second_hop_rationale(query, texts[first], others, index=len(parts) + 1)
@@ -270,16 +270,13 @@ class MeteoraSelector:
         rationales: list[Rationale],
         scores: _Scores,
         *,
-        exclude: dict[int, int] | None = None,
-        strategy: dict[str, Any] | None = None,
+        exclude: dict[int, int],
+        strategy: dict[str, Any] | None,
     ) -> SelectionResult:
         n = len(chunks)
-        fused = scores.fused
-        if exclude:
-            fused = fused.copy()
-            for row, position in exclude.items():
-                if n > 1:
-                    fused[row, position] = -np.inf
+        fused = scores.fused.copy()
+        for row, position in exclude.items():  # (with one chunk, argmax still lands on it)
+            fused[row, position] = -np.inf
         pairs = pair_rationales(fused)
         matches = [
             {"rationale_index": r.index, "chunk_index": int(j), "score": round(float(scores.fused[i, j]), 6)}
@@ -296,7 +293,8 @@ class MeteoraSelector:
         if self.pooled_cut == "elbow":
             order = np.lexsort((np.arange(n), -pooled))
             elbow = statistical_elbow(pooled[order], self.elbow_z_threshold)
-            cut = [int(p) for p in order[: elbow + 1]] if elbow is not None else []
+            assert elbow is not None  # there is at least one chunk
+            cut = [int(p) for p in order[: elbow + 1]]
         else:
             cut = [int(p) for p in zscore_cut(pooled, self.pooled_z)]
             elbow = len(cut) - 1 if cut else None
@@ -358,10 +356,9 @@ class AutoPlan:
 
 @dataclass(frozen=True)
 class _Scores:
-    """Per rationale (row) and chunk (column): cosine, BM25 (when used) and the fused score."""
+    """Per rationale (row) and chunk (column): BM25 (when used) and the fused score."""
 
     rationale_vectors: np.ndarray
-    dense: np.ndarray
     lexical: np.ndarray | None
     fused: np.ndarray
 
@@ -389,6 +386,5 @@ class _Scorer:
             if self._bm25 is None:
                 self._bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
             lexical = np.stack([self._bm25.scores(bm25_tokens(r.text)) for r in rationales])
-        fused = fuse_scores(dense, lexical if lexical is not None else dense, scoring=selector.scoring,
-                            lexical_weight=selector.lexical_weight)
-        return _Scores(vectors, dense, lexical, fused)
+        fused = fuse_scores(dense, lexical, scoring=selector.scoring, lexical_weight=selector.lexical_weight)
+        return _Scores(vectors, lexical, fused)

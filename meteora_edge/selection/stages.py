@@ -29,7 +29,7 @@ SCORINGS = ("dense", "lexical", "hybrid")
 
 
 def cosine_matrix(rows: np.ndarray, columns: np.ndarray) -> np.ndarray:
-    """Cosine similarity of every row of ``rows`` with every row of ``columns``.
+    """Cosine similarity of every row of ``rows`` with every row of ``columns``, in float64.
 
     Rows are L2-normalised first; a zero row keeps norm 1 and so scores 0 everywhere.
     """
@@ -47,7 +47,7 @@ def pooled_scores(rationale_vectors: np.ndarray, chunk_vectors: np.ndarray) -> n
     """Score chunks against the mean of the L2-normalised rationale rows.
 
     The mean is *not* re-normalised (reference behaviour), so with several diverse
-    rationales the scores shrink towards 0 while keeping their order.
+    rationales the scores shrink towards 0 while keeping their order. Computed in float64.
     """
     pooled = normalize_rows(np.asarray(rationale_vectors, dtype=np.float64)).mean(axis=0)
     return normalize_rows(np.asarray(chunk_vectors, dtype=np.float64)) @ pooled
@@ -59,6 +59,7 @@ def statistical_elbow(scores: Iterable[float], z_threshold: float = 1.0) -> int 
     ``d_i = s_i - s_{i+1}``; the elbow is the first ``i`` whose drop has a z-score above
     ``z_threshold`` (population standard deviation). When the drops do not vary, or none
     stands out, the elbow is the argmax of the second differences ``d_{i+1} - d_i``.
+    Computed in float64 whatever the dtype of ``scores``.
 
     Args:
         scores: scores sorted in descending order.
@@ -84,12 +85,12 @@ def statistical_elbow(scores: Iterable[float], z_threshold: float = 1.0) -> int 
         above = np.flatnonzero((drops - drops.mean()) / std > z_threshold)
         if above.size:
             return int(above[0])
-    second = drops[1:] - drops[:-1]
-    return int(np.argmax(second)) if second.size else 0
+    second = drops[1:] - drops[:-1]  # n >= 3, so at least one
+    return int(np.argmax(second))
 
 
 def standardise(scores: np.ndarray) -> np.ndarray:
-    """Z-scores of each row (population standard deviation); a constant row becomes zeros.
+    """Z-scores of each row (population standard deviation, in float64); a constant row becomes zeros.
 
     Standardising per query puts cosine similarities and BM25 scores, which live on
     unrelated scales, on one scale before they are added.
@@ -99,31 +100,32 @@ def standardise(scores: np.ndarray) -> np.ndarray:
         [[-1.225, 0.0, 1.225], [0.0, 0.0, 0.0]]
     """
     values = np.asarray(scores, dtype=np.float64)
-    flat = values.ndim == 1
-    rows = values[None, :] if flat else values
-    mean = rows.mean(axis=1, keepdims=True) if rows.shape[1] else np.zeros((rows.shape[0], 1))
-    std = rows.std(axis=1, keepdims=True) if rows.shape[1] else np.ones((rows.shape[0], 1))
-    out = np.where(std > 0, (rows - mean) / np.where(std > 0, std, 1.0), 0.0)
-    return out[0] if flat else out
+    if values.size == 0:
+        return values
+    rows = np.atleast_2d(values)
+    # constant means max == min: the std of [0.1, 0.1, 0.1] comes out as 1e-17, not 0
+    spread = np.ptp(rows, axis=1, keepdims=True) > 0
+    with np.errstate(divide="ignore", invalid="ignore"):
+        out = np.where(spread, (rows - rows.mean(axis=1, keepdims=True)) / rows.std(axis=1, keepdims=True), 0.0)
+    return out if values.ndim == 2 else out[0]
 
 
-def fuse_scores(dense: np.ndarray, lexical: np.ndarray, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
-    """One relevance score per (row, chunk) from cosine and BM25 matrices of the same shape.
+def fuse_scores(dense: np.ndarray, lexical: np.ndarray | None, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
+    """One relevance score per (row, chunk) from cosine and BM25 matrices of the same shape, in float64.
 
-    ``dense``: the cosines unchanged (METEORA); ``lexical``: the standardised BM25 scores;
-    ``hybrid``: standardised cosine + ``lexical_weight`` × standardised BM25, per row.
+    ``dense``: the cosines unchanged (METEORA; ``lexical`` may then be ``None``); ``lexical``:
+    the standardised BM25 scores; ``hybrid``: standardised cosine + ``lexical_weight`` ×
+    standardised BM25, per row.
 
     Raises:
         ValueError: an unknown ``scoring`` or mismatched shapes.
     """
     if scoring not in SCORINGS:
         raise ValueError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
-    dense = np.asarray(dense, dtype=np.float64)
     if scoring == "dense":
-        return dense
-    lexical = np.asarray(lexical, dtype=np.float64)
-    if lexical.shape != dense.shape:
-        raise ValueError(f"dense scores have shape {dense.shape} but lexical scores {lexical.shape}")
+        return np.asarray(dense, dtype=np.float64)
+    if np.shape(lexical) != np.shape(dense):
+        raise ValueError(f"dense scores have shape {np.shape(dense)} but lexical scores {np.shape(lexical)}")
     if scoring == "lexical":
         return standardise(lexical)
     return standardise(dense) + lexical_weight * standardise(lexical)
@@ -139,14 +141,14 @@ def zscore_cut(scores: np.ndarray, z_threshold: float) -> np.ndarray:
         >>> zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist()
         [3]
     """
-    z = standardise(np.asarray(scores, dtype=np.float64))
+    z = standardise(scores)
     keep = np.flatnonzero(z >= z_threshold)
     return keep[np.lexsort((keep, -z[keep]))]
 
 
 def expand_positions(positions: Iterable[int], n: int, window: int) -> np.ndarray:
     """Every position within ``window`` of a given position, clipped to ``0..n-1``, sorted."""
-    chosen = np.zeros(n, dtype=bool)
+    chosen = np.full(n, False)
     for p in positions:
         chosen[max(0, int(p) - window) : min(n, int(p) + window + 1)] = True
     return np.flatnonzero(chosen)

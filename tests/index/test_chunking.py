@@ -26,10 +26,36 @@ def test_bad_sizes(size, overlap):
         chunk_text("a b c", size, overlap)
 
 
+@pytest.mark.parametrize(("size", "overlap", "message"), [
+    (True, None, "chunk_size must be an integer >= 1, got True"),
+    (2.0, None, "chunk_size must be an integer >= 1, got 2.0"),
+    (0, None, "chunk_size must be an integer >= 1, got 0"),
+    (5, 1.0, "overlap must be an integer with 0 <= overlap < chunk_size (5), got 1.0"),
+    (5, False, "overlap must be an integer with 0 <= overlap < chunk_size (5), got False"),
+    (5, 5, "overlap must be an integer with 0 <= overlap < chunk_size (5), got 5"),
+])
+def test_bad_sizes_say_what_is_wrong(size, overlap, message):
+    with pytest.raises(ConfigError) as info:
+        chunk_text("a b c", size, overlap)
+    assert str(info.value) == message
+
+
 @pytest.mark.parametrize("bad", ["", "   \n", None])
 def test_empty_or_non_text(bad):
     with pytest.raises(InputError):
         chunk_text(bad)  # type: ignore[arg-type]
+
+
+def test_a_text_without_words_says_so():
+    with pytest.raises(InputError) as info:
+        chunk_text(" \t\n ")
+    assert str(info.value) == "text holds no words; nothing to chunk"
+
+
+def test_iter_chunks_defaults_to_256_words():
+    from meteora_edge.index.chunking import iter_chunks
+
+    assert [len(c.text.split()) for c in iter_chunks([" ".join(["w"] * 300)])] == [256, 69]
 
 
 @given(text=st.text(min_size=1).filter(lambda t: t.split()), size=st.integers(1, 8), overlap=st.integers(0, 7))
@@ -116,3 +142,83 @@ def test_find_spanning_chunks_maps_a_character_span_to_chunk_ids():
         find_spanning_chunks(-1, 2, chunks)
     with pytest.raises(InputError, match="Chunk objects"):
         find_spanning_chunks(0, 2, ["a string"])
+
+
+# -- edges: blocks, defaults, documents and spans ---------------------------------------------------
+
+def test_words_that_end_at_a_block_boundary_and_empty_blocks_are_read_through():
+    from meteora_edge.index.chunking import iter_chunks
+
+    blocks = ["one two", "", " thr", "ee", "", " four", " five"]  # "one two three four five"
+    chunks = list(iter_chunks(blocks, chunk_size=2, overlap=0))
+    assert [(c.text, c.start_pos, c.end_pos) for c in chunks] == [
+        ("one two", 0, 7), ("three four", 8, 18), ("five", 19, 23)]
+    with pytest.raises(InputError) as info:
+        list(iter_chunks(["one", 2], chunk_size=2))
+    assert str(info.value) == "text must be a string, got int"
+
+
+def test_the_defaults_are_256_words_and_a_tenth_of_overlap_with_metadata_copied():
+    text = " ".join(f"w{i}" for i in range(300))
+    chunks = chunk_text(text, metadata={"source": "a.txt"})
+    assert [len(c.text.split()) for c in chunks] == [256, 69]  # the second starts 25 words back
+    assert chunks[1].text.split()[0] == "w231"
+    assert all(c.metadata == {"source": "a.txt"} for c in chunks)
+    assert chunks[0].metadata is not chunks[1].metadata
+    with pytest.raises(InputError) as info:
+        chunk_text(b"bytes")  # type: ignore[arg-type]
+    assert str(info.value) == "text must be a string, got bytes"
+    numbered = chunk_texts([text])
+    assert [len(c.text.split()) for c in numbered] == [256, 69]
+
+
+class Doc:
+    def __init__(self, text, metadata=None):
+        self.text = text
+        self.metadata = metadata
+
+
+def test_chunk_texts_skips_wordless_documents_and_copies_each_document_s_metadata():
+    docs = [" \n ", Doc("a b c", {"title": "T"}), {"text": "d e", "metadata": {"lang": "en"}}, Doc("f", "not a mapping")]
+    chunks = chunk_texts(docs, chunk_size=2, overlap=1)
+    assert [(c.index, c.text, c.metadata) for c in chunks] == [
+        (0, "a b", {"title": "T", "document_index": 1, "local_chunk_index": 0}),
+        (1, "b c", {"title": "T", "document_index": 1, "local_chunk_index": 1}),
+        (2, "d e", {"lang": "en", "document_index": 2, "local_chunk_index": 0}),
+        (3, "f", {"document_index": 3, "local_chunk_index": 0}),
+    ]
+    with pytest.raises(InputError) as info:
+        chunk_texts(["a", {"body": "x"}])
+    assert str(info.value).startswith("document at position 1 is a mapping without a text")
+    with pytest.raises(InputError) as info:
+        chunk_texts([" ", "\t"])
+    assert str(info.value) == "the documents hold no words; nothing to chunk"
+
+
+@pytest.mark.parametrize(("span", "chunks", "found"), [
+    ((0, 5), [{"start_pos": 0, "end_pos": 5, "index": 7}, {"start_pos": 5, "end_pos": 9, "index": 8}], [7]),
+    ((5, 5), [{"start": 0, "end": 5, "id": "a"}, {"start": 5, "end": 9, "id": "b"}], ["b"]),   # an empty span
+    ((2, 6), [{"start": 0, "end": 5}, {"start": 4, "end": 9}], [0, 1]),                       # no index: positions
+    ((2, 6), [{"start": 0, "end": None}, {"start_pos": 4, "end_pos": 9, "index": 3}], [3]),   # no offsets: ignored
+    ((2, 6), [{"start": "0", "end": 5}, {"start_pos": 4, "end_pos": 9, "index": 3}], [3]),
+])
+def test_find_spanning_chunks_edges(span, chunks, found):
+    assert find_spanning_chunks(*span, chunks) == found
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    ((-1, 3), "span_start must be an integer >= 0, got -1"),
+    ((0, 2.5), "span_end must be an integer >= 0, got 2.5"),
+    ((True, 3), "span_start must be an integer >= 0, got True"),
+    ((4, 3), "span_start (4) is after span_end (3)"),
+])
+def test_find_spanning_chunks_refuses_bad_spans(args, message):
+    with pytest.raises(InputError) as info:
+        find_spanning_chunks(*args, [])
+    assert str(info.value) == message
+
+
+def test_find_spanning_chunks_refuses_chunks_without_offsets_of_any_kind():
+    with pytest.raises(InputError) as info:
+        find_spanning_chunks(0, 1, ["plain text"])
+    assert str(info.value) == "chunks must be Chunk objects or mappings with start_pos/end_pos, got str"

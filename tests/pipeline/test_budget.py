@@ -1,7 +1,11 @@
+import json
+import sys
+
 import pytest
 
+from llm_fakes import FakeLlama, write_gguf
+from meteora_edge.errors import BundleError, ConfigError, InputError, MissingExtraError, ModelError
 from meteora_edge.pipeline.budget import WhitespaceCounter, load_token_counter, pack, truncate_to_tokens
-from meteora_edge.errors import ConfigError, InputError
 
 TEXTS = ["one two three", "four five", "six seven eight nine ten eleven", "twelve"]
 
@@ -87,3 +91,190 @@ def test_the_pipeline_drops_a_huge_word_chunk_under_the_default_counter():
     config = PipelineConfig(t_max=512, max_chunk_chars=10_000_000, verification="none", use_ecse=False, n_min=None)
     result = EvidencePipeline(config).run("terminate", passages=[word, "either party may terminate"])
     assert result.passages == ["either party may terminate"] and result.tokens <= 512
+
+
+# -- packing, decision by decision ----------------------------------------------------------------
+
+WORDS = {n: " ".join(f"w{i}" for i in range(n)) for n in range(1, 11)}  # WORDS[n] counts n tokens
+
+
+def _packed(order_sizes, t_max, oversize="drop"):
+    texts = [WORDS[n] for n in order_sizes]
+    return [tuple(vars(d).values()) for d in pack(texts, list(range(len(texts))), t_max, WhitespaceCounter(),
+                                                  oversize=oversize)]
+
+
+def test_every_decision_records_position_tokens_outcome_and_text():
+    assert _packed([3, 6, 2, 9], 5) == [
+        (0, 3, "kept", WORDS[3]),
+        (1, 6, "dropped: larger than the budget", WORDS[6]),
+        (2, 2, "kept", WORDS[2]),
+        (3, 9, "dropped: larger than the budget", WORDS[9]),
+    ]
+    assert _packed([3, 4, 1], 5) == [(0, 3, "kept", WORDS[3]), (1, 4, "skipped: needs 4, 2 left", WORDS[4]),
+                                     (2, 1, "kept", WORDS[1])]
+
+
+def test_a_chunk_of_exactly_the_budget_is_skipped_not_truncated_when_it_no_longer_fits():
+    assert _packed([2, 5], 5, "truncate") == [(0, 2, "kept", WORDS[2]), (1, 5, "skipped: needs 5, 3 left", WORDS[5])]
+
+
+def test_truncation_fills_the_room_left_and_counts_against_later_chunks():
+    assert _packed([3, 10, 1], 5, "truncate") == [
+        (0, 3, "kept", WORDS[3]),
+        (1, 2, "truncated", "w0 w1"),
+        (2, 1, "skipped: needs 1, 0 left", WORDS[1]),
+    ]
+    assert _packed([4, 10], 5, "truncate") == [(0, 4, "kept", WORDS[4]), (1, 1, "truncated", "w0")]
+    assert _packed([5, 10], 5, "truncate") == [(0, 5, "kept", WORDS[5]),
+                                               (1, 10, "dropped: larger than the budget", WORDS[10])]
+
+
+def test_an_oversize_chunk_whose_first_word_does_not_fit_is_dropped_not_cut_to_nothing():
+    word = "x" * 40  # 10 tokens (ceil(40 / 4))
+    decisions = pack(["a b c d", word + " tail"], [0, 1], 5, WhitespaceCounter(), oversize="truncate")
+    assert [(d.outcome, d.tokens, d.text) for d in decisions] == [
+        ("kept", 4, "a b c d"), ("dropped: larger than the budget", 11, word + " tail")]
+
+
+@pytest.mark.parametrize(("limit", "expected"), [(-1, ""), (0, ""), (1, "a"), (2, "a  b"), (4, "a  b\tc d"), (9, "a  b\tc d")])
+def test_truncate_to_tokens_keeps_the_longest_word_prefix(limit, expected):
+    assert truncate_to_tokens("a  b\tc d ", limit, WhitespaceCounter()) == expected
+
+
+@pytest.mark.parametrize(("kwargs", "message"), [
+    ({"t_max": 0}, "t_max must be a positive integer, got 0"),
+    ({"t_max": True}, "t_max must be a positive integer, got True"),
+    ({"t_max": 5, "oversize": "cut"}, "oversize must be 'drop' or 'truncate', got 'cut'"),
+])
+def test_bad_pack_settings_say_what_is_wrong(kwargs, message):
+    with pytest.raises(ConfigError) as info:
+        pack(TEXTS, [0], counter=WhitespaceCounter(), **kwargs)
+    assert str(info.value) == message
+
+
+# -- counters --------------------------------------------------------------------------------------
+
+def test_the_whitespace_counter_is_chosen_by_name():
+    assert isinstance(load_token_counter("whitespace"), WhitespaceCounter)
+
+
+def test_a_bundle_counts_with_its_encoder_tokenizer_without_special_tokens_padding_or_truncation(tmp_path):
+    pytest.importorskip("tokenizers")
+    from tiny_onnx import make_bundle
+
+    counter = load_token_counter(make_bundle(tmp_path / "b"))  # the tokenizer pads to 16 and truncates at 6
+    assert counter.identity == "tokenizer.json:tokenizer.json"
+    assert counter.count(["either party may terminate the agreement after notice", "fees"]) == [8, 1]
+
+
+def test_an_unreadable_tokenizer_names_the_file_and_the_first_200_characters_of_the_reason(tmp_path):
+    pytest.importorskip("tokenizers")
+    path = tmp_path / "tokenizer.json"
+    path.write_text(json.dumps({"version": "X" * 300, "model": {"type": "WordLevel", "vocab": {"a": 0}, "unk_token": "a"}}))
+    with pytest.raises(InputError) as info:
+        load_token_counter(path)
+    head = f"cannot read tokenizer {path}: "
+    assert str(info.value).startswith(head + "Unknown tokenizer version 'XXX") and len(str(info.value)) == len(head) + 200
+
+
+def test_a_tokenizer_without_an_unknown_token_is_an_input_error_naming_the_file(tmp_path):
+    tokenizers = pytest.importorskip("tokenizers")
+    path = tmp_path / "words.json"
+    tokenizers.Tokenizer(tokenizers.models.WordLevel({"fees": 0})).save(str(path))
+    with pytest.raises(InputError, match=f"^tokenizer {path} cannot encode words outside its vocabulary"):
+        load_token_counter(path)
+
+
+def test_without_the_tokenizers_package_the_error_names_the_extra(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "tokenizers", None)
+    (tmp_path / "tokenizer.json").write_text("{}")
+    with pytest.raises(MissingExtraError) as info:
+        load_token_counter(tmp_path / "tokenizer.json")
+    assert (info.value.module, info.value.extra) == ("tokenizers", "onnx")
+
+
+class _VocabLlama(FakeLlama):
+    """The fake's byte tokens, plus a BOS token (0) when asked for one."""
+
+    def tokenize(self, text, add_bos=True, special=False):
+        return [0] * add_bos + super().tokenize(text, add_bos=add_bos, special=special)
+
+
+class _FakeLlamaCpp:
+    """Stands in for the llama_cpp module: records how the vocabulary is loaded."""
+
+    def __init__(self, raises=None):
+        self.raises = raises
+        self.loaded = []
+
+    def Llama(self, **kwargs):  # noqa: N802 - the module's class name
+        if self.raises:
+            raise self.raises
+        self.loaded.append(kwargs)
+        return _VocabLlama()
+
+
+@pytest.fixture
+def fake_llama_cpp(monkeypatch):
+    from meteora_edge.models import llm_model
+
+    fake = _FakeLlamaCpp()
+    monkeypatch.setattr(llm_model, "import_llama_cpp", lambda: fake)
+    return fake
+
+
+def test_a_gguf_counts_with_its_vocabulary_only_and_without_bos(tmp_path, fake_llama_cpp):
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"})
+    counter = load_token_counter(path)
+    assert fake_llama_cpp.loaded == [{"model_path": str(path), "vocab_only": True, "verbose": False}]
+    assert counter.identity == "gguf:m.gguf"
+    assert counter.count(["ab", "é", "<|im_end|>", ""]) == [2, 2, 10, 0]  # no BOS; special tokens are text
+
+
+def test_a_bundle_with_an_llm_counts_with_its_gguf(tmp_path, fake_llama_cpp):
+    pytest.importorskip("tokenizers")
+    from tiny_onnx import make_bundle
+    from meteora_edge.models.bundle import Component, add_component, file_entry
+
+    bundle = make_bundle(tmp_path / "b")
+    (bundle / "llm").mkdir()
+    write_gguf(bundle / "llm" / "m.gguf", {"general.architecture": "llama"})
+    add_component(bundle, "llm", Component(kind="llm", files={"model": file_entry(bundle, "llm/m.gguf")}))
+    assert load_token_counter(bundle).identity == "gguf:m.gguf"
+    assert fake_llama_cpp.loaded[0]["model_path"] == str(bundle / "llm" / "m.gguf")
+
+
+def test_a_bundle_without_a_tokenizer_is_refused(tmp_path):
+    from meteora_edge.models.bundle import MANIFEST_NAME
+
+    (tmp_path / MANIFEST_NAME).write_text(json.dumps({"format": "meteora-edge-bundle", "format_version": 1,
+                                                      "components": {}}))
+    with pytest.raises(BundleError) as info:
+        load_token_counter(tmp_path)
+    assert str(info.value) == f"bundle {tmp_path} has neither an llm nor an encoder tokenizer to count tokens with"
+
+
+@pytest.mark.parametrize(("content", "error", "message"), [
+    (None, InputError, "GGUF file not found: {path}"),
+    (b"GGML" + b"\0" * 16, ModelError, "{path} is not a GGUF file (bad magic bytes)"),
+])
+def test_a_gguf_counter_checks_the_file_first(tmp_path, fake_llama_cpp, content, error, message):
+    from meteora_edge.pipeline.budget import GgufTokenCounter
+
+    path = tmp_path / "m.gguf"
+    if content is not None:
+        path.write_bytes(content)
+    with pytest.raises(error) as info:
+        GgufTokenCounter(path)
+    assert str(info.value) == message.format(path=path) and fake_llama_cpp.loaded == []
+
+
+def test_a_vocabulary_llama_cpp_cannot_load_is_a_model_error(tmp_path, monkeypatch):
+    from meteora_edge.models import llm_model
+
+    monkeypatch.setattr(llm_model, "import_llama_cpp", lambda: _FakeLlamaCpp(raises=ValueError("bad vocab")))
+    path = write_gguf(tmp_path / "m.gguf", {"general.architecture": "llama"})
+    with pytest.raises(ModelError) as info:
+        load_token_counter(path)
+    assert str(info.value) == f"cannot load the vocabulary of {path}: bad vocab"

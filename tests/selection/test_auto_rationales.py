@@ -28,6 +28,20 @@ def test_find_names(text, split, names):
     assert find_names(text, split_and_or=split) == names
 
 
+@pytest.mark.parametrize("text, names", [
+    ("Laurel and Hardy", ["Laurel and Hardy"]),                     # and/or join a name by default
+    ("the \u201ckiss me kate\u201d musical", ["kiss me kate"]),     # curly quotes
+    ('He said "it" twice', []),                                    # a quoted function word is no name
+    ("Were Al, Bo and Cy there?", ["Al", "Bo and Cy"]),           # a comma ends a run after a short word
+    ("Wm. Shakespeare wrote it", ["Wm. Shakespeare"]),             # a two-letter initial
+    ("Ask Bob. Alice knows.", ["Ask Bob", "Alice"]),                # a three-letter word ends its sentence
+    ("(Ed Wood) directed it", ["Ed Wood"]),                         # punctuation before the first word
+    ("He used Windows 7 at home", ["Windows 7"]),                   # a one-digit number after a name
+])
+def test_find_names_edges(text, names):
+    assert find_names(text) == names
+
+
 def test_content_words_drop_function_words_and_names():
     assert content_words("Who is older, Annie Morton or Terry Richardson?", ["Annie Morton", "Terry Richardson"]) == ["older"]
 
@@ -52,7 +66,13 @@ def test_a_comparison_becomes_one_rationale_per_name():
 def test_any_other_question_is_its_own_first_rationale():
     rationales, kind = question_rationales("  What  type of forum did a former Soviet statesman initiate? ")
     assert kind == "question"
-    assert [(r.text, r.label) for r in rationales] == [("What type of forum did a former Soviet statesman initiate?", "question")]
+    assert [(r.text, r.index, r.label) for r in rationales] == [
+        ("What type of forum did a former Soviet statesman initiate?", 1, "question")]
+
+
+def test_each_compared_name_takes_every_content_word_of_the_question():
+    rationales, _ = question_rationales("Which band formed earlier, Local H or Slowdive?")
+    assert [r.text for r in rationales] == ["Local H band formed earlier", "Slowdive band formed earlier"]
 
 
 def test_second_hop_takes_new_names_that_other_candidates_mention():
@@ -63,6 +83,22 @@ def test_second_hop_takes_new_names_that_other_candidates_mention():
     assert bridges == ["Shirley Temple"]  # "American" recurs nowhere else; the question's names are not new
     assert rationale.index == 2 and rationale.label == "second hop"
     assert rationale.text.startswith("Shirley Temple ") and "government position" in rationale.text
+
+
+def test_second_hop_keeps_the_two_names_other_candidates_mention_most():
+    first = "Ann Lee met Bo Chan, then Cy Dee, in Oslo."
+    others = ["Cy Dee sang.", "Cy Dee and Bo Chan danced.", "Cy Dee, Bo Chan and Ann Lee ate.", "Oslo is cold."]
+    _, bridges = second_hop_rationale("Where did they meet?", first, others, index=2)
+    assert bridges == ["Cy Dee", "Bo Chan"]  # 3 and 2 mentions; Ann Lee and Oslo have 1
+    _, one = second_hop_rationale("Where did they meet?", first, others, index=2, max_names=1)
+    assert one == ["Cy Dee"]
+
+
+def test_second_hop_skips_names_that_contain_or_are_part_of_the_question_s_names():
+    question = "Which post did Shirley Temple hold?"
+    first = "Shirley Temple Black served as ambassador to Ghana."
+    others = ["Shirley Temple Black was an actress.", "Ghana is in West Africa."]
+    assert second_hop_rationale(question, first, others, index=2)[1] == ["Ghana"]
 
 
 def test_no_second_hop_without_a_recurring_new_name():

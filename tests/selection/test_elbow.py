@@ -5,6 +5,9 @@ from hypothesis import strategies as st
 
 from meteora_edge import statistical_elbow
 
+# the numeric core never warns (a 0/0 from a branch taken too early would)
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")
+
 
 @pytest.mark.parametrize(
     "scores, z, expected",
@@ -25,6 +28,19 @@ from meteora_edge import statistical_elbow
 )
 def test_elbow_table(scores, z, expected):
     assert statistical_elbow(scores, z_threshold=z) == expected
+
+
+def test_the_elbow_is_computed_in_double_precision_from_float32_scores():
+    # the biggest drop stands out by 1e-9 over the threshold: far above float64 rounding,
+    # far below float32's (which would miss it and fall back to the second differences)
+    scores = np.array([0.8, 0.58, 0.48, 0.43, 0.24, 0.16, 0.09], dtype=np.float32)
+    values = [float(s) for s in scores]
+    drops = [a - b for a, b in zip(values, values[1:])]
+    mean = sum(drops) / len(drops)
+    std = (sum((d - mean) ** 2 for d in drops) / len(drops)) ** 0.5
+    z = [(d - mean) / std for d in drops]
+    assert statistical_elbow(scores, z_threshold=z[0] - 1e-9) == 0
+    assert statistical_elbow(scores, z_threshold=z[0] + 1e-9) != 0
 
 
 def _reference(values, z):

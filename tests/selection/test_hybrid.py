@@ -1,5 +1,7 @@
 """Hybrid (dense + lexical) scoring in ECSE: the maths, the cut, and METEORA parity for dense."""
 
+import warnings
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -8,6 +10,8 @@ from hypothesis import strategies as st
 from meteora_edge import ConfigError, HashingEncoder, MeteoraSelector
 from meteora_edge.models.bm25 import BM25Index, bm25_tokens
 from meteora_edge.selection.stages import cosine_matrix, fuse_scores, standardise, zscore_cut
+
+pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the numeric core never warns
 
 
 def _encoder(vectors):
@@ -19,6 +23,34 @@ def test_standardise_rows_and_constant_rows():
     assert np.allclose(out[0], [-1.224745, 0.0, 1.224745])
     assert out[1].tolist() == [0.0, 0.0, 0.0]
     assert standardise(np.array([5.0])).tolist() == [0.0]
+
+
+def test_standardise_works_in_double_precision_and_keeps_the_shape():
+    cosines = np.array([0.1, 0.2, 0.7], dtype=np.float32)  # what encoders return
+    values = [float(x) for x in cosines]
+    mean = sum(values) / 3
+    std = (sum((v - mean) ** 2 for v in values) / 3) ** 0.5
+    out = standardise(cosines)
+    assert out.dtype == np.float64 and out.shape == (3,)
+    np.testing.assert_allclose(out, [(v - mean) / std for v in values], rtol=1e-12)
+    assert standardise(np.array([[0.5, 1.5]])).tolist() == [[-1.0, 1.0]]  # one row stays a matrix
+
+
+@pytest.mark.parametrize("value", [0.1, 0.7, 1 / 3, 2.2, 0.0])
+@pytest.mark.parametrize("n", [3, 7, 10])
+def test_a_constant_row_standardises_to_zeros_despite_rounding(value, n):
+    # the mean of n copies of 0.1 is not exactly 0.1, so a plain std > 0 test sees a spread of
+    # 1e-17 and turns the row into +1 or -1 everywhere; no chunk stands out of a constant row
+    out = standardise(np.array([[value] * n, list(range(n))]))
+    assert out[0].tolist() == [0.0] * n
+    assert zscore_cut(np.full(n, value), 0.5).tolist() == []
+
+
+@pytest.mark.parametrize("shape", [(0,), (2, 0)])
+def test_standardise_of_nothing_is_nothing_without_warnings(shape):
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        assert standardise(np.zeros(shape)).shape == shape
 
 
 def test_fuse_dense_is_the_cosine_unchanged_and_hybrid_adds_standardised_parts():
@@ -33,18 +65,37 @@ def test_fuse_dense_is_the_cosine_unchanged_and_hybrid_adds_standardised_parts()
         fuse_scores(dense, lexical, scoring="magic")
 
 
+def test_fuse_defaults_to_equal_weights_and_works_in_float64():
+    dense = np.array([[0.9, 0.1, 0.5]], dtype=np.float32)  # cosines as encoders return them
+    lexical = np.array([[0.0, 6.0, 3.0]])
+    assert np.array_equal(fuse_scores(dense, lexical, scoring="hybrid"), standardise(dense) + standardise(lexical))
+    assert fuse_scores(dense, lexical, scoring="dense").dtype == np.float64
+
+
+def test_fuse_errors_name_the_choices_and_both_shapes():
+    with pytest.raises(ValueError) as info:
+        fuse_scores(np.zeros((1, 2)), np.zeros((1, 2)), scoring="magic")
+    assert str(info.value) == "scoring must be one of dense, lexical, hybrid, got 'magic'"
+    with pytest.raises(ValueError) as info:
+        fuse_scores(np.zeros((1, 3)), np.zeros((2, 3)), scoring="hybrid")
+    assert str(info.value) == "dense scores have shape (1, 3) but lexical scores (2, 3)"
+
+
 def test_zscore_cut_keeps_only_standouts_best_first():
     assert zscore_cut(np.array([0.1, 0.2, 0.15, 0.9, 0.12]), 1.5).tolist() == [3]
     assert zscore_cut(np.array([0.5, 0.5, 0.5]), 1.0).tolist() == []  # nothing stands out
     assert zscore_cut(np.array([1.0, 0.0, 1.0, 0.0]), 0.5).tolist() == [0, 2]
+    assert zscore_cut(np.array([0.0, 0.0, 0.0, 0.0, 5.0, 9.0]), 0.5).tolist() == [5, 4]  # best first
 
 
 @settings(max_examples=60, deadline=None)
 @given(st.lists(st.floats(-5, 5, allow_nan=False), min_size=1, max_size=30), st.floats(0.0, 3.0))
 def test_zscore_cut_is_exactly_the_scores_at_or_above_the_threshold(scores, z):
     values = np.array(scores)
-    kept = set(zscore_cut(values, z).tolist())
-    assert kept == {i for i, s in enumerate(standardise(values)) if s >= z}
+    z_scores = standardise(values)
+    kept = zscore_cut(values, z).tolist()
+    assert set(kept) == {i for i, s in enumerate(z_scores) if s >= z}
+    assert kept == sorted(kept, key=lambda i: (-z_scores[i], i))  # best first, ties by position
 
 
 def test_dense_scoring_is_meteora_exactly():

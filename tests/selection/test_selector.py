@@ -6,7 +6,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from meteora_edge import Chunk, ConfigError, HashingEncoder, InputError, MeteoraSelector
-from meteora_edge.selection.stages import cosine_matrix, expand_positions, top_k_indices
+from meteora_edge.selection.stages import cosine_matrix, expand_positions, pooled_scores, top_k_indices
 
 
 def _encoder(vectors: dict[str, list[float]]):
@@ -114,8 +114,26 @@ def test_cosine_matrix_handles_zero_rows():
     np.testing.assert_allclose(sims, [[0.0], [1.0]])
 
 
+def _plain_cosine(a, b):
+    a, b = [float(x) for x in a], [float(x) for x in b]
+    return sum(x * y for x, y in zip(a, b)) / (sum(x * x for x in a) ** 0.5 * sum(y * y for y in b) ** 0.5)
+
+
+def test_cosines_and_pooled_scores_are_double_precision_from_float32_vectors():
+    rng = np.random.default_rng(5)
+    rationales = rng.normal(size=(3, 16)).astype(np.float32)
+    chunks = rng.normal(size=(4, 16)).astype(np.float32)
+    expected = [[_plain_cosine(r, c) for c in chunks] for r in rationales]
+    np.testing.assert_allclose(cosine_matrix(rationales, chunks), expected, rtol=1e-12)
+    units = [[float(x) / sum(float(y) ** 2 for y in r) ** 0.5 for x in r] for r in rationales]
+    mean = [sum(column) / 3 for column in zip(*units)]  # the mean of unit rows, not re-normalised
+    pooled = [sum(m * float(x) for m, x in zip(mean, c)) / sum(float(x) ** 2 for x in c) ** 0.5 for c in chunks]
+    np.testing.assert_allclose(pooled_scores(rationales, chunks), pooled, rtol=1e-12)
+
+
 def test_expand_positions_clips_to_bounds():
     assert expand_positions([0, 9], 10, 2).tolist() == [0, 1, 2, 7, 8, 9]
+    assert expand_positions([4, 5], 10, 0).tolist() == [4, 5]
     assert expand_positions([], 5, 3).tolist() == []
 
 
