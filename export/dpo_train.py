@@ -324,10 +324,21 @@ def _train(m: dict[str, Any], model: Any, tokenizer: Any, train_set: Any, eval_s
 
 
 def _keep_sentencepiece(source: Path, staging: Path) -> None:
-    """Carry ``tokenizer.model`` over when the fast tokenizer did not write it (llama.cpp reads it)."""
+    """Leave ``tokenizer.model`` only when it is a sentencepiece model (llama.cpp's converter reads it).
+
+    A tokenizer loaded from a GGUF file saves that whole GGUF as its ``tokenizer.model``; the
+    converter would then fail to parse it as sentencepiece, and ``tokenizer.json`` holds the
+    vocabulary anyway, so the copy is removed. A Hugging Face folder's own sentencepiece file
+    is carried over when the fast tokenizer did not write it.
+    """
+    saved = staging / "tokenizer.model"
+    if saved.is_file():
+        with open(saved, "rb") as handle:
+            if handle.read(4) == b"GGUF":
+                saved.unlink()
     model_file = source / "tokenizer.model"
-    if model_file.is_file() and not (staging / "tokenizer.model").exists():
-        shutil.copyfile(model_file, staging / "tokenizer.model")
+    if model_file.is_file() and not saved.exists():
+        shutil.copyfile(model_file, saved)
 
 
 def _quiet(trainer: Any, transformers: Any, progress: Callable[[int, int], None] | None) -> list[dict[str, float]]:

@@ -267,3 +267,10 @@ def test_training_starts_from_a_gguf_file(prepared, tiny_llama, converter, tmp_p
     assert before.keys() <= after.keys()
     for name in before:  # the GGUF's weights (F16 rounding plus one small step), not a fresh initialisation
         assert abs(before[name].astype("float32") - after[name].astype("float32")).max() < 1e-2, name
+    # the tokenizer loaded from the GGUF saves that GGUF as tokenizer.model; it is dropped, so
+    # llama.cpp's converter reads tokenizer.json and the trained model goes back to GGUF
+    saved = out / "tokenizer.model"
+    assert not saved.exists() or saved.read_bytes()[:4] != b"GGUF"
+    back = export_llm(str(out), tmp_path / "back", quant="F16", llama_cpp_dir=converter)
+    with open(tmp_path / "back" / back.files["model"].path, "rb") as handle:
+        assert handle.read(4) == b"GGUF"
