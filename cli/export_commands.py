@@ -23,19 +23,24 @@ def export() -> None:
 @click.option("--chat-format", type=click.Choice(["gguf", "chatml", "plain"]), default=None,
               help="Prompt layout [gguf when the file has a chat template, else plain].")
 @click.option("--licence", default=None, help="Licence of the weights [from the GGUF metadata].")
+@click.option("--tokenizer-from", "tokenizer_from", type=click.Path(dir_okay=False), default=None,
+              help="Take the tokenizer from this GGUF (for a model dpo-train started from it).")
 def export_llm_command(source: str | None, out: str, quant: str, gguf: str | None, llama_cpp_dir: str | None,
-                       context_size: int | None, chat_format: str | None, licence: str | None) -> None:
+                       context_size: int | None, chat_format: str | None, licence: str | None,
+                       tokenizer_from: str | None) -> None:
     """Add a language model to a bundle: convert a Hugging Face causal LM (SOURCE) or import a GGUF (--gguf)."""
     from meteora_edge.errors import InputError
     from meteora_edge.export.llm import export_llm, import_gguf
 
     if (source is None) == (gguf is None):
         raise InputError("give exactly one of SOURCE (a Hugging Face model folder) or --gguf FILE")
+    if gguf is not None and tokenizer_from is not None:
+        raise InputError("--tokenizer-from applies to a converted SOURCE; an imported --gguf keeps its own tokenizer")
     if gguf is not None:
         component = import_gguf(gguf, out, licence=licence, context_size=context_size, chat_format=chat_format)
     else:
         component = export_llm(source, out, quant=quant, llama_cpp_dir=llama_cpp_dir, licence=licence,
-                               context_size=context_size, chat_format=chat_format)
+                               context_size=context_size, chat_format=chat_format, tokenizer_from=tokenizer_from)
     entry = component.files["model"]
     click.echo(f"{out}: llm {entry.path} ({component.settings['quant']}, {entry.size} bytes, "
                f"chat format {component.settings['chat_format']}, context {component.settings['context_size']})")

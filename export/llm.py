@@ -39,6 +39,37 @@ LLAMA_CPP_PYTHON_VERSION = "0.3.36"
 QUANTS = {"F16": 1, "Q8_0": 7, "Q4_K_M": 15}  # llama_ftype values
 _CONVERTER = "convert_hf_to_gguf.py"
 _CONVERTER_PARTS = (_CONVERTER, "conversion/", "gguf-py/")
+# Rewrite a GGUF (argv[1]) into argv[3] with the tokenizer.* metadata of argv[2], under the
+# converter's own gguf-py; every other key and every tensor is copied unchanged.
+_RETOKENIZE = """
+import sys
+import gguf
+target, source = gguf.GGUFReader(sys.argv[1]), gguf.GGUFReader(sys.argv[2])
+def tokens(reader):
+    field = reader.fields.get("tokenizer.ggml.tokens")
+    return None if field is None else len(field.data)
+if None not in (tokens(target), tokens(source)) and tokens(target) != tokens(source):
+    sys.exit(f"the tokenizer GGUF has {tokens(source)} tokens, the converted model {tokens(target)}")
+writer = gguf.GGUFWriter(sys.argv[3], arch=target.fields["general.architecture"].contents(), endianess=target.endianess)
+def copy(field):
+    kind = field.types[0]
+    writer.add_key_value(field.name, field.contents(), kind,
+                         sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
+for field in target.fields.values():
+    if not field.name.startswith(("GGUF.", "tokenizer.")) and field.name != "general.architecture":
+        copy(field)
+for field in source.fields.values():
+    if field.name.startswith("tokenizer."):
+        copy(field)
+for tensor in target.tensors:
+    writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+writer.write_header_to_file()
+writer.write_kv_data_to_file()
+writer.write_ti_data_to_file()
+for tensor in target.tensors:
+    writer.write_tensor_data(tensor.data, tensor_endianess=target.endianess)
+writer.close()
+"""
 _QUANTIZE = """
 import ctypes, sys
 import llama_cpp
@@ -303,6 +334,7 @@ def export_llm(
     context_size: int | None = None,
     chat_format: str | None = None,
     threads: int = 1,
+    tokenizer_from: str | os.PathLike[str] | None = None,
 ) -> Component:
     """Convert a Hugging Face causal LM to GGUF, quantise it and add it to a bundle.
 
@@ -314,6 +346,11 @@ def export_llm(
             from the llama-cpp-python sdist with pip (see :func:`fetch_converter`).
         licence, context_size, chat_format: as :func:`import_gguf`.
         threads: quantisation threads.
+        tokenizer_from: a GGUF whose ``tokenizer.*`` metadata replaces the converted one — for
+            a model trained from that GGUF (``dpo-train --model FILE.gguf``): transformers
+            rebuilds a GGUF's tokenizer in its own classes, from which the converter may write
+            another kind of vocabulary (a gpt2 BPE as a llama one, whose byte tokens llama.cpp
+            cannot find).
 
     Returns:
         The component written to the manifest.
@@ -326,13 +363,16 @@ def export_llm(
     if quant not in QUANTS:
         raise ConfigError(f"quant must be one of {', '.join(QUANTS)}, got {quant!r}")
     model_dir = _local_model_dir(source)
+    if tokenizer_from is not None:
+        read_gguf_metadata(tokenizer_from)  # a missing or non-GGUF file stops here, before the converter runs
     converter = _check_converter(Path(llama_cpp_dir)) if llama_cpp_dir else fetch_converter()
     out = Path(bundle_dir)
     created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
     try:
         return _convert_into(out, model_dir, converter, quant=quant, source=source, licence=licence,
-                             context_size=context_size, chat_format=chat_format, threads=threads)
+                             context_size=context_size, chat_format=chat_format, threads=threads,
+                             tokenizer_from=tokenizer_from)
     except BaseException:
         if created and not any(out.iterdir()):
             out.rmdir()  # leave no empty bundle behind
@@ -350,6 +390,7 @@ def _convert_into(
     context_size: int | None,
     chat_format: str | None,
     threads: int,
+    tokenizer_from: str | os.PathLike[str] | None = None,
 ) -> Component:
     env = dict(os.environ)
     env["PYTHONPATH"] = os.pathsep.join(
@@ -359,9 +400,15 @@ def _convert_into(
         f16 = Path(tmp) / "model.F16.gguf"
         _run([sys.executable, str(converter / _CONVERTER), str(model_dir), "--outfile", str(f16), "--outtype", "f16"],
              what=f"llama.cpp's converter on {model_dir} (it needs the export extra: torch, transformers, sentencepiece)", env=env)
+        if tokenizer_from is not None:
+            converted, f16 = f16, Path(tmp) / "model.F16.tokenizer.gguf"
+            _run([sys.executable, "-c", _RETOKENIZE, str(converted), str(tokenizer_from), str(f16)],
+                 what=f"copying the tokenizer of {tokenizer_from}", env=env)
+            converted.unlink()
         final = f16 if quant == "F16" else quantize_gguf(f16, Path(tmp) / f"model.{quant}.gguf", quant, threads=threads)
         return _install(
             out, final, move=True, name=f"{model_dir.name}.{quant}.gguf", source=source, licence=licence,
             context_size=context_size, chat_format=chat_format,
-            report={"method": "convert_hf_to_gguf", "converter": str(converter), "quant_requested": quant},
+            report={"method": "convert_hf_to_gguf", "converter": str(converter), "quant_requested": quant,
+                    **({"tokenizer_from": str(tokenizer_from)} if tokenizer_from is not None else {})},
         )

@@ -59,7 +59,8 @@ if [ -n "${UNTRAINED_GGUF:-}" ]; then
 else
   "$me" models install smollm2-135m --bundle "$work/bundle-untrained"
 fi
-"$me" export llm "$work/trained" --out "$work/bundle-trained" --quant Q8_0
+# the tokenizer of the GGUF training started from (transformers rebuilt it as a llama one)
+"$me" export llm "$work/trained" --out "$work/bundle-trained" --quant Q8_0 --tokenizer-from "$gguf"
 
 # 5. trained vs untrained on the held-out questions, with the prompt the pairs were made in
 for name in untrained trained; do

@@ -67,3 +67,56 @@ def test_cli_export_llm_converts_and_quantises(tiny_llama, converter, tmp_path):
     assert result.exit_code == 0, result.output
     assert "llm llm/model.Q8_0.gguf (Q8_0" in result.output
     _judge(bundle)
+
+
+def _with_marked_tokenizer(source: Path, target: Path) -> Path:
+    """``source`` rewritten with one more tokenizer key, as a GGUF whose tokenizer can be told apart."""
+    gguf = pytest.importorskip("gguf")
+    reader = gguf.GGUFReader(source)
+    writer = gguf.GGUFWriter(target, arch=reader.fields["general.architecture"].contents())
+    for field in reader.fields.values():
+        if not field.name.startswith("GGUF.") and field.name != "general.architecture":
+            kind = field.types[0]
+            writer.add_key_value(field.name, field.contents(), kind,
+                                 sub_type=field.types[-1] if kind == gguf.GGUFValueType.ARRAY else None)
+    writer.add_key_value("tokenizer.ggml.meteora_mark", "from the tokenizer GGUF", gguf.GGUFValueType.STRING)
+    for tensor in reader.tensors:
+        writer.add_tensor_info(tensor.name, tensor.data.shape, tensor.data.dtype, tensor.data.nbytes, tensor.tensor_type)
+    writer.write_header_to_file()
+    writer.write_kv_data_to_file()
+    writer.write_ti_data_to_file()
+    for tensor in reader.tensors:
+        writer.write_tensor_data(tensor.data)
+    writer.close()
+    return target
+
+
+def test_the_tokenizer_can_come_from_another_gguf(tiny_llama, converter, tmp_path):
+    """export llm --tokenizer-from: the tokenizer.* keys of that GGUF, every other key and tensor converted."""
+    pytest.importorskip("llama_cpp")
+    from meteora_edge.export.llm import export_llm
+
+    first = export_llm(str(tiny_llama), tmp_path / "a", quant="F16", llama_cpp_dir=converter)
+    marked = _with_marked_tokenizer(tmp_path / "a" / first.files["model"].path, tmp_path / "marked.gguf")
+    result = CliRunner().invoke(main, ["export", "llm", str(tiny_llama), "--out", str(tmp_path / "b"), "--quant", "Q8_0",
+                                       "--llama-cpp", str(converter), "--tokenizer-from", str(marked)])
+    assert result.exit_code == 0, result.output
+    component = Bundle.load(tmp_path / "b").components["llm"]
+    metadata = read_gguf_metadata(tmp_path / "b" / component.files["model"].path)
+    assert metadata["tokenizer.ggml.meteora_mark"] == "from the tokenizer GGUF"
+    assert metadata["general.architecture"] == "llama" and component.settings["quant"] == "Q8_0"
+    _judge(tmp_path / "b")
+
+
+def test_tokenizer_from_is_refused_for_an_imported_gguf_and_a_missing_file(tmp_path):
+    runner = CliRunner()
+    result = runner.invoke(main, ["export", "llm", "--gguf", str(tmp_path / "m.gguf"), "--out", str(tmp_path / "b"),
+                                  "--tokenizer-from", str(tmp_path / "t.gguf")])
+    assert result.exit_code != 0 and "an imported --gguf keeps its own tokenizer" in result.output
+    model_dir = tmp_path / "model"
+    model_dir.mkdir()
+    (model_dir / "config.json").write_text("{}")
+    result = runner.invoke(main, ["export", "llm", str(model_dir), "--out", str(tmp_path / "c"),
+                                  "--tokenizer-from", str(tmp_path / "missing.gguf")])
+    assert result.exit_code != 0 and "missing.gguf" in result.output and "Traceback" not in result.output
+    assert not (tmp_path / "c").exists()
