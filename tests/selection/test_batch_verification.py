@@ -47,6 +47,51 @@ def test_arrays_are_read_leniently(raw):
     assert [v.accepted for v in parse_batch_verdicts(raw, [3, 5])] == [True, True]
 
 
+@pytest.mark.parametrize("raw", [
+    json.dumps([item(3), item(5)]) + " (both judged)",                                        # array first, prose after
+    'ok: [{"id": 3, "relevant": true, "flagged": false}, {"id": 5, "relevant": true, "flagged": false}]!',
+    'here [{"id": 3, "relevant": true, "flagged": false}, {"id": 5, "relevant": true, "flagged": true, '
+    '"flag_types": ["OFF_TOPIC"]}] done',                                                       # a list inside the array
+    json.dumps([{"chunk_index": 3, "relevant": True, "flagged": False}, item(5)]),              # METEORA's key
+    json.dumps(["a note", item(99), {"id": None}, item(3), item(5)]),                           # items to skip, then ours
+], ids=["trailing-prose", "bang-after", "nested-list", "chunk-index-key", "skips-before"])
+def test_the_array_is_found_wherever_the_answer_puts_it(raw):
+    verdicts = parse_batch_verdicts(raw, [3, 5])
+    assert [v.chunk_index for v in verdicts] == [3, 5] and not any(v.parse_error for v in verdicts)
+    assert verdicts[0].accepted
+
+
+def test_answers_that_are_not_an_array_fail_every_chunk_with_the_answer_kept():
+    raw = "I think the first passage is relevant. " * 4
+    verdicts = parse_batch_verdicts(raw, [3, 5])
+    assert [v.chunk_index for v in verdicts] == [3, 5] and all(v.parse_error and not v.accepted for v in verdicts)
+    assert verdicts[0].reason == f"batched verifier answer is not a JSON array: {raw[:80]!r}"
+    assert verdicts[1].raw == raw
+    one_object = parse_batch_verdicts(json.dumps({"relevant": True, "flagged": False}), [3])  # no array, no "verdicts"
+    assert one_object[0].parse_error and one_object[0].chunk_index == 3
+    assert parse_batch_verdicts(None, [4])[0].raw is None
+
+
+def test_bytes_answers_are_decoded_as_utf8_and_bad_bytes_do_not_stop_the_reading():
+    good = json.dumps([{"id": 3, "relevant": True, "flagged": False, "reason": "café"}], ensure_ascii=False).encode("utf-8")
+    assert parse_batch_verdicts(good, [3])[0].reason == "café"
+    bad = b"\xff\xfe " + json.dumps([item(3)]).encode()
+    assert parse_batch_verdicts(bad, [3])[0].accepted
+
+
+@pytest.mark.parametrize("bad_id", [3.0, "three", [3], True])
+def test_an_id_of_another_kind_is_no_id(bad_id):
+    verdicts = parse_batch_verdicts([{"id": bad_id, "relevant": True, "flagged": False}, item(5)], [3, 5])
+    assert verdicts[0].parse_error and verdicts[0].chunk_index == 3 and verdicts[1].accepted
+
+
+def test_a_repeated_chunk_names_itself():
+    verdicts = parse_batch_verdicts([item(3), item(3, relevant=False), item(5)], [3, 5])
+    assert verdicts[0].chunk_index == 3 and verdicts[0].parse_error
+    assert verdicts[0].reason == "batched verifier answer judges chunk 3 more than once"
+    assert verdicts[1].accepted
+
+
 def test_a_chunk_left_out_is_a_parse_error_for_that_chunk_only():
     verdicts = parse_batch_verdicts(json.dumps([item(3), item(9)]), [3, 5])  # 9 was not asked for
     assert verdicts[0].accepted and not verdicts[0].is_error
