@@ -42,11 +42,15 @@ def check_llm_bundle(bundle: str | None, *, generate: bool, verify: bool, role: 
         raise InputError(f"bundle {bundle} has no llm component; {_HOW}")
 
 
-def _load_model(bundle: str | None, *, role: str, threads: int, context_size: int | None) -> Any:
-    check_llm_bundle(bundle, generate=True, verify=False, role=role)
+def _open(bundle: str | None, threads: int, context_size: int | None) -> Any:
     from ..models.llm_model import LocalLLM
 
     return LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)  # type: ignore[arg-type]
+
+
+def _load_model(bundle: str | None, *, role: str, threads: int, context_size: int | None) -> Any:
+    check_llm_bundle(bundle, generate=True, verify=False, role=role)
+    return _open(bundle, threads, context_size)
 
 
 def _generator(model: Any, prompt: str, num_rationales: int, sample_shots: Sequence[Any] | None,
@@ -93,11 +97,10 @@ def llm_roles(
     check_llm_bundle(bundle, generate=generate, verify=verify)
     if not (generate or verify):
         return None, None
-    from ..models.llm_model import LocalLLM
     from .llm_batch_verifier import LlamaBatchVerifier
     from .llm_verifier import LlamaVerifier
 
-    model = LocalLLM.from_bundle(bundle, threads=threads, context_size=context_size)  # type: ignore[arg-type]
+    model = _open(bundle, threads, context_size)
     generator = _generator(model, prompt, num_rationales, sample_shots, domain) if generate else None
     verifier = None
     if verify:
