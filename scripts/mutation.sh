@@ -13,6 +13,8 @@
 #
 # After a change to a module's code, run the module again (or, once every module has run, the
 # script without arguments: mutmut then tests the functions that changed).
+#   scripts/mutation.sh --sample N                at most N not-run mutants per module, drawn at random
+#                                                 (seed 17): when a whole run does not fit the time there is
 #   scripts/mutation.sh --table                   the table only
 #   MUTATION_CHILDREN=2 scripts/mutation.sh       more workers, on a machine of your own
 set -euo pipefail
@@ -26,6 +28,13 @@ export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 METEORA_EDGE_OFFLINE_TESTS=1
 survivors=0
 case "${1:-}" in
     --table) exec .venv/bin/python scripts/mutation_table.py ;;
+    --sample)
+        [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "Error: --sample needs a positive count" >&2; exit 2; }
+        mapfile -t names < <(.venv/bin/python scripts/mutation_table.py --sample "$2")
+        if [ ${#names[@]} = 0 ]; then echo "no mutants left to run"; exec .venv/bin/python scripts/mutation_table.py; fi
+        rm -rf mutants/tests
+        nice -n 10 .venv/bin/mutmut run --max-children "${MUTATION_CHILDREN:-1}" "${names[@]}"
+        exec .venv/bin/python scripts/mutation_table.py ;;
     --survivors) survivors=1; shift ;;
     -*) echo "Error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
 esac

@@ -14,12 +14,16 @@ Usage:
     python scripts/mutation_table.py               the Markdown table
     python scripts/mutation_table.py --survivors   names of the mutants not killed (or not run) yet, one a line
     python scripts/mutation_table.py --check 90    exit 1 when a module or the total scores below 90 %
+    python scripts/mutation_table.py --sample 70   names of at most 70 not-run mutants per module, drawn
+                                                   at random (--seed, default 17): a sample to judge when
+                                                   a whole run does not fit in the time there is
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import random
 import re
 import sys
 from collections import Counter
@@ -103,6 +107,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--survivors", action="store_true", help="print the names of the mutants not killed yet")
     parser.add_argument("--check", type=float, metavar="PERCENT", help="fail when a score is below PERCENT")
+    parser.add_argument("--sample", type=int, metavar="N", help="print N random not-run mutants per module")
+    parser.add_argument("--seed", type=int, default=17, help="the random seed of --sample (default 17)")
     args = parser.parse_args(argv)
     results = load_results()
     if not results:
@@ -114,6 +120,13 @@ def main(argv: list[str] | None = None) -> int:
             for name, code in codes.items():
                 if _status(code) in ("survived", "no tests", "not run") and name not in equivalent:
                     print(name)
+        return 0
+    if args.sample is not None:
+        rng = random.Random(args.seed)
+        for codes in results.values():
+            not_run = sorted(name for name, code in codes.items() if _status(code) == "not run")
+            for name in sorted(rng.sample(not_run, min(args.sample, len(not_run)))):
+                print(name)
         return 0
     known = {name: code for codes in results.values() for name, code in codes.items()}
     for name in sorted(equivalent):
