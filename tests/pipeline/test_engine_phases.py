@@ -235,7 +235,8 @@ def test_chunks_the_llm_could_not_judge_are_judged_again_on_cosine_in_bm25_order
     fallback = result.trace.phase("fallback")
     assert fallback.details["added"] == [3, 1] and fallback.details["refused"] == []
     assert fallback.details["verified_by"] == ["cosine"]
-    assert fallback.summary == "fired (0 accepted < n_min 2); BM25 over the candidates: 2 added, 0 refused by verification"
+    assert fallback.summary == ("fired (0 accepted < n_min 2); BM25 over the candidates: 2 added, "
+                                "0 refused by verification")
     records = result.trace.candidates
     assert records[3].bm25_score > records[1].bm25_score > 0
     assert result.ids == [3, 1] and result.score_names == ["bm25", "bm25"]
