@@ -1,9 +1,9 @@
 """The LLM rerank inside the pipeline: its pool bookkeeping in the trace.
 
-ECSE (hashing encoder, ``pooled_z=0.5``) keeps chunks 2 and 0 of five; the pool of four is
-that selection and the next best, ``[2, 0, 3, 1]``. The scorer likes chunk 1 and dislikes
-chunk 2, so the rerank keeps ``[0, 1]``: it drops a chunk ECSE had kept and brings in one ECSE
-had not. Each pooled chunk records the scorer's score; the kept ones' priority is the
+On test_llm_rerank's question and five passages, ECSE (hashing encoder, ``pooled_z=0.5``)
+keeps chunks 2 and 0; the pool of four is that selection and the next best, ``[2, 0, 3, 1]``.
+The scorer likes chunk 1 and dislikes chunk 2, so the rerank keeps ``[0, 1]``: it drops a
+chunk ECSE had kept and brings in one ECSE had not. Each pooled chunk records the scorer's score; the kept ones' priority is the
 combined score ``z(ecse) + weight · z(llm)`` over the pool.
 """
 
@@ -15,15 +15,8 @@ import pytest
 from meteora_edge.errors import ModelError
 from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
 from meteora_edge.pipeline.rerank import combined_scores
+from test_llm_rerank import PASSAGES, QUESTION  # the film question and its five passages
 
-PASSAGES = [
-    "Kiss and Tell is a 1945 film starring Shirley Temple as Corliss Archer.",
-    "Shirley Temple served as Chief of Protocol of the United States.",
-    "The film was directed by Richard Wallace.",
-    "Corliss Archer is a fictional teenage girl.",
-    "Fees are payable monthly.",
-]
-QUESTION = "What government position was held by the woman who portrayed Corliss Archer in the film Kiss and Tell?"
 LIKES = {1: 4.0, 2: -5.0}  # the scorer's opinion by passage; 0 for the others
 
 
