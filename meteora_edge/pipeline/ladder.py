@@ -95,14 +95,14 @@ def run_ladder(
         return LadderOutcome(rung, [v.accepted for v in verdicts], [None] * len(order), verdicts)
     if rung == "cross-encoder":
         assert cross_encoder is not None
-        raw = np.asarray(cross_encoder.score(query, [texts[i] for i in order]), dtype=np.float64).reshape(-1)
+        raw = np.asarray(cross_encoder.score(query, [texts[i] for i in order]), dtype=np.float64).ravel()
         if raw.shape[0] != len(order) or not np.isfinite(raw).all():
             raise ModelError(f"cross-encoder returned {raw.shape[0]} scores for {len(order)} passages, or non-finite values")
         return LadderOutcome(rung, [bool(s >= tau) for s in raw], [float(s) for s in raw])
     if rung == "cosine":
-        references = np.asarray(query_vector, dtype=np.float64).reshape(1, -1)
+        references = [np.ravel(query_vector)]  # cosine_matrix works in float64 whatever the dtype
         if rationale_vectors is not None and len(rationale_vectors):
-            references = np.concatenate([references, np.asarray(rationale_vectors, dtype=np.float64)])
-        sims = cosine_matrix(references, np.asarray(vectors, dtype=np.float64)[list(order)]).max(axis=0)
+            references.append(rationale_vectors)
+        sims = cosine_matrix(np.vstack(references), np.asarray(vectors)[list(order)]).max(axis=0)
         return LadderOutcome(rung, [bool(s >= tau) for s in sims], [float(s) for s in sims])
     return LadderOutcome("none", [True] * len(order), [None] * len(order))

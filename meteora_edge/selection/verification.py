@@ -35,7 +35,7 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Protocol, Union, runtime_checkable
 
-from ..errors import ConfigError
+from ..errors import ConfigError, InputError
 from .rationales import Rationale, format_rationales
 
 __all__ = [
@@ -331,7 +331,7 @@ def parse_verdict(raw: object, *, chunk_index: int = -1, fail_closed: bool = Tru
         flagged = bool(_lenient_bool(flagged))
         read = _lenient_bool(relevant)
         relevant = (not flagged) if read is None else read
-    reason = obj.get("reason", "") or ("" if fail_closed else obj.get("explanation", ""))
+    reason = obj.get("reason") or ("" if fail_closed else obj.get("explanation"))
     reason = reason[:MAX_REASON_CHARS] if isinstance(reason, str) else ""
     types = obj.get("flag_types") or ()
     if isinstance(types, str):
@@ -454,8 +454,10 @@ def _item_id(item: Mapping[str, Any]) -> int | None:
         return None
     if isinstance(value, int):
         return value
-    if isinstance(value, str) and value.strip().lstrip("[").rstrip("]").isdigit():
-        return int(value.strip().lstrip("[").rstrip("]"))
+    if isinstance(value, str):
+        digits = value.strip().lstrip("[").rstrip("]")
+        if digits.isdecimal():  # not isdigit: int() refuses superscripts such as "³"
+            return int(digits)
     return None
 
 
@@ -485,7 +487,7 @@ def parse_batch_verdicts(raw: object, chunk_indices: Sequence[int]) -> list[Verd
         if not isinstance(item, Mapping):
             continue
         index = _item_id(item)
-        if index is None or index not in wanted:
+        if index not in wanted:  # no id (None) is never wanted
             continue
         if index in found:
             repeated.add(index)
