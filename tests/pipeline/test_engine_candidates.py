@@ -25,11 +25,29 @@ PASSAGES = [
     "The agreement is governed by the laws of England.",
     "A party may terminate for material breach.",
 ]
+MORE = PASSAGES + ["Rent is due on the first day of the month.", "Notices must be in writing.",
+                   "Rivers flood in the autumn.", "The weather was mild that spring."]  # BM25 needs a corpus
 PASS_ALL = {"verification": "none", "n_min": None, "theta_redundancy": None, "t_max": None}
 
 
 def _candidates(result):
     return result.trace.candidates
+
+
+class WithoutIds:
+    """An index whose records carry no ``id``: the pipeline labels their chunks by chunk id."""
+
+    def __init__(self, inner: InMemoryIndex) -> None:
+        self.inner, self.encoder_id = inner, inner.encoder_id
+
+    def __len__(self) -> int:
+        return len(self.inner)
+
+    def __getattr__(self, name: str):
+        return getattr(self.inner, name)
+
+    def records(self, ids):
+        return [{k: v for k, v in record.items() if k != "id"} for record in self.inner.records(ids)]
 
 
 # -- the caller's passages: limits and the phase record ------------------------------------------
@@ -94,11 +112,22 @@ def test_the_dense_score_is_the_float64_cosine_of_unnormalised_embeddings(table_
     assert [r.dense_score for r in _candidates(result)][1] == 0.0
 
 
-@pytest.mark.parametrize(("scoring", "weight"), [("hybrid", 0.5), ("hybrid", 1.0), ("lexical", 1.0)])
+def test_a_nearly_orthogonal_passage_gets_an_accurate_small_cosine(table_encoder):
+    """Cosines are summed in float64: large components that almost cancel leave the right
+    small score (summed in float32 it would be off in the fourth digit)."""
+    encoder = table_encoder({QUERY: [1.0, 1.0], "wide": [10000.0, -9999.0]})
+    result = EvidencePipeline(PipelineConfig(scoring="dense", **PASS_ALL), encoder=encoder).run(
+        QUERY, passages=["wide"])
+    expected = 1.0 / (np.sqrt(2.0) * np.hypot(10000.0, 9999.0))
+    assert _candidates(result)[0].dense_score == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(("scoring", "weight"), [("hybrid", 0.25), ("hybrid", 1.0), ("lexical", 1.0)])
 def test_the_retrieval_score_fuses_the_recorded_dense_and_lexical_parts(scoring, weight):
     result = EvidencePipeline(PipelineConfig(scoring=scoring, lexical_weight=weight, **PASS_ALL)).run(
-        QUERY, passages=PASSAGES)
+        QUERY, passages=MORE)
     records = _candidates(result)
+    assert 0 < sum(r.lexical_score > 0 for r in records) < len(records)
     dense = np.array([[r.dense_score for r in records]])
     lexical = np.array([[r.lexical_score for r in records]])
     expected = fuse_scores(dense, lexical, scoring=scoring, lexical_weight=weight)[0]
@@ -165,6 +194,21 @@ def test_after_an_empty_knn_the_fallback_judges_its_index_hits_by_their_own_vect
     assert sorted(result.ids) == [0, 3]
 
 
+def test_with_an_empty_passage_list_the_fallback_fills_from_the_index_judging_each_hit_by_its_vector(
+        table_encoder):
+    """The caller's (empty) passages are the candidates; the BM25 fallback still searches the index."""
+    fillers = [f"Rivers flood in season {i}." for i in range(4)]
+    vectors = {QUERY: [1.0, 0.0], PASSAGES[0]: [1.0, 0.0], PASSAGES[3]: [0.9, 0.1],
+               PASSAGES[1]: [0.0, 1.0], PASSAGES[2]: [0.0, 1.0], **{f: [0.0, 1.0] for f in fillers}}
+    encoder = table_encoder(vectors)
+    index = InMemoryIndex(PASSAGES + fillers, encoder)
+    config = PipelineConfig(verification="cosine", tau_relevance=0.5, n_min=1, theta_redundancy=None, t_max=None)
+    result = EvidencePipeline(config, encoder=encoder, index=index).run(QUERY, passages=[])
+    assert result.trace.phase("candidates").summary == "0 candidates from passages (hybrid scores)"
+    assert result.trace.phase("fallback").details["scope"] == "index"
+    assert result.ids == [0] and result.trace.phase("fallback").details["added"] == [0]
+
+
 # -- second-hop retrieval: each rule-written rationale fetches its own candidates --------------------
 
 COMPARISON = "Which was founded first, Acme Widgets or Borealis Shipping?"
@@ -181,11 +225,11 @@ FIRM_VECTORS = {COMPARISON: [1, 0, 0, 0, 0], PART_A: [0, 1, 0, 0, 0], PART_B: [0
                 FIRMS[3]: [0, 0, 0, 1, 0], FIRMS[4]: [0, 0, 0, 0, 1]}
 
 
-def _comparison_run(table_encoder, scoring):
+def _comparison_run(table_encoder, scoring, wrap=lambda index: index):
     encoder = table_encoder(FIRM_VECTORS)
     index = InMemoryIndex(FIRMS, encoder, labels=[f"doc-{i}" for i in range(len(FIRMS))])
     config = PipelineConfig(k_init=1, scoring=scoring, expansion_window=0, **PASS_ALL)
-    return EvidencePipeline(config, encoder=encoder, index=index).run(COMPARISON)
+    return EvidencePipeline(config, encoder=encoder, index=wrap(index)).run(COMPARISON)
 
 
 def test_with_dense_scoring_each_part_retrieves_its_knn_best_only(table_encoder):
@@ -203,6 +247,12 @@ def test_with_hybrid_scoring_each_part_retrieves_its_knn_and_its_bm25_best(table
     assert fetched == {"doc-0": None, "doc-1": "rationale 1 (part)", "doc-2": "rationale 2 (part)",
                        "doc-3": "rationale 2 (part)"}
     assert result.ids == [1, 3]
+
+
+def test_records_without_an_id_are_labelled_by_their_chunk_id(table_encoder):
+    result = _comparison_run(table_encoder, "hybrid", WithoutIds)
+    fetched = {r.chunk_id: r.retrieved_for for r in _candidates(result)}
+    assert fetched == {0: None, 1: "rationale 1 (part)", 2: "rationale 2 (part)", 3: "rationale 2 (part)"}
 
 
 @pytest.mark.parametrize("scoring", ["dense", "hybrid"])
@@ -259,13 +309,14 @@ def test_the_fallback_over_the_candidates_looks_past_the_chunks_verification_ref
     assert result.ids == [3]
 
 
-def test_the_fallback_over_an_index_looks_past_the_chunks_verification_refused(table_encoder):
+@pytest.mark.parametrize("wrap", [lambda index: index, WithoutIds], ids=["records-with-ids", "records-without-ids"])
+def test_the_fallback_over_an_index_looks_past_the_chunks_verification_refused(table_encoder, wrap):
     passages = ["terminate agreement party may", "party may terminate agreement now",
                 "terminate the agreement, either party may", "the party signs", "unrelated text"]
     vectors = {QUERY: [1.0, 0.0], **{p: [1.0, 0.0] for p in passages[:3]}, passages[3]: [0.0, 1.0],
                passages[4]: [0.0, 1.0]}
     encoder = table_encoder(vectors)
-    index = InMemoryIndex(passages, encoder)
+    index = wrap(InMemoryIndex(passages, encoder))
     config = PipelineConfig(k_init=3, scoring="dense", rationales="query", use_ecse=False, n_min=1,
                             theta_redundancy=None, t_max=None)
     pipe = EvidencePipeline(config, encoder=encoder, index=index, verifier=_judge_only(passages[3]))
