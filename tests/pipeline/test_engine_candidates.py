@@ -1,8 +1,8 @@
 """The candidates phase of :class:`EvidencePipeline` and the retrieval that feeds it.
 
 * the caller's passages: limits (inclusive), the trace's summary and details, empty input;
-* the scores every candidate carries: the dense part (an exact float64 cosine, 0 for a zero
-  vector), the lexical part, and the retrieval score fused from them by the configured scoring;
+* the scores every candidate carries: the dense part (the cosine of unnormalised embeddings,
+  summed in float64, 0 for a zero vector), the lexical part, and the retrieval score fused from them by the configured scoring;
 * an index: kNN ∪ BM25, the index's labels in the trace, an index search that finds nothing;
 * second-hop retrieval: each rule-written rationale (not the question itself) fetches its own
   kNN (and, unless scoring is dense, BM25) hits from the index;
@@ -96,7 +96,7 @@ def test_an_empty_passage_list_gives_an_empty_context_and_embeds_only_the_query(
 # -- the scores of each candidate ------------------------------------------------------------------
 
 
-def test_the_dense_score_is_the_float64_cosine_of_unnormalised_embeddings(table_encoder):
+def test_the_dense_score_is_the_cosine_of_unnormalised_embeddings(table_encoder):
     """Neither the query's nor the passages' vectors need unit length; a zero vector scores 0."""
     vectors = {QUERY: [0.3, 0.4, 1.2], "a": [2.0, 0.1, 0.7], "b": [0.0, 0.0, 0.0], "c": [-0.5, 3.0, 0.2]}
     encoder = table_encoder(vectors)
@@ -269,13 +269,15 @@ def test_the_question_itself_retrieves_nothing_beyond_the_candidates_phase(table
     """A plain question's rationale is the question: its kNN and BM25 ran in the candidates phase,
     where the fused ranking kept ``k_init``; a chunk cut there does not come back through it."""
     query = "when did the river flood"
-    texts = ["A calm note about nothing in particular.", "The river did flood when the rains came, the river flood."]
-    encoder = table_encoder({query: [1.0, 0.0], texts[0]: [1.0, 0.0], texts[1]: [0.0, 1.0]})
+    texts = ["A calm note about nothing in particular.", "The river did flood when the rains came, the river flood.",
+             *(f"Filler sentence number {i}." for i in range(4))]
+    encoder = table_encoder({query: [1.0, 0.0], texts[0]: [1.0, 0.0], **{t: [0.0, 1.0] for t in texts[1:]}})
     index = InMemoryIndex(texts, encoder)
+    assert index.bm25_search(query, 1)[0].tolist() == [1]  # BM25's best, cut by the fused ranking below
     config = PipelineConfig(k_init=1, scoring="hybrid", **PASS_ALL)
     result = EvidencePipeline(config, encoder=encoder, index=index).run(query)
     assert result.trace.phase("selection").details["rationales"][0]["label"] == "question"
-    assert len(_candidates(result)) == 1
+    assert [r.chunk_id for r in _candidates(result)] == [0]
     assert all(r.retrieved_for is None for r in _candidates(result))
 
 
