@@ -23,7 +23,7 @@ from meteora_edge.selection.rationales import Rationale
 QUERY = "who may terminate the agreement"
 PASSAGES = [
     "Either party may terminate the agreement on written notice.",
-    "Fees are payable monthly.",
+    "Fees are payable every month.",
     "The agreement is governed by the laws of England.",
     "A party may terminate for material breach.",
     "Rent is due on the first day of the month.",
