@@ -268,7 +268,7 @@ class _Run:
         return [ids[i] for i in ranked], dense[ranked], lexical[ranked]
 
     def _fuse(self, dense: np.ndarray, lexical: np.ndarray | None) -> np.ndarray:
-        if self.cfg.scoring == "dense" or lexical is None or len(dense) == 0:
+        if lexical is None or len(dense) == 0:  # dense scoring has no lexical part
             return np.asarray(dense, dtype=np.float64)
         return fuse_scores(np.asarray(dense)[None, :], np.asarray(lexical)[None, :], scoring=self.cfg.scoring,
                            lexical_weight=self.cfg.lexical_weight)[0]
@@ -361,7 +361,8 @@ class _Run:
 
         A compared name's evidence or a second hop's bridge evidence shares little with the
         question as a whole, so kNN for the question often misses it; such a rationale
-        retrieves for itself (kNN and, unless scoring is dense, BM25; ``k_init`` each).
+        retrieves for itself (kNN and, unless scoring is dense, BM25; ``k_init`` each). ECSE, which
+        runs next over all the candidates, gives the fetched ones their priority.
         """
         text = rationale.text
         vector = embed(self.pipe.encoder, [text])[0]
@@ -379,7 +380,6 @@ class _Run:
             position = self._add(record["text"], record, c, record.get("id", c), None)
             self.records[position].dense_score = float(cosine)
             self.records[position].retrieved_for = f"rationale {rationale.index} ({rationale.label})"
-            self.priority[position] = (float(cosine), "retrieval")
 
     # -- 3. verify -----------------------------------------------------------------------
 
