@@ -14,6 +14,8 @@ Usage:
     python scripts/mutation_table.py               the Markdown table
     python scripts/mutation_table.py --survivors   names of the mutants not killed (or not run) yet, one a line
     python scripts/mutation_table.py --check 90    exit 1 when a module or the total scores below 90 %
+    python scripts/mutation_table.py --names FILE  the table over the mutants named in FILE only (one a
+                                                   line; e.g. a sample drawn before the tests for it)
     python scripts/mutation_table.py --sample 70   names of at most 70 not-run mutants per module, drawn
                                                    at random (--seed, default 17): a sample to judge when
                                                    a whole run does not fit in the time there is
@@ -109,8 +111,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--check", type=float, metavar="PERCENT", help="fail when a score is below PERCENT")
     parser.add_argument("--sample", type=int, metavar="N", help="print N random not-run mutants per module")
     parser.add_argument("--seed", type=int, default=17, help="the random seed of --sample (default 17)")
+    parser.add_argument("--names", type=Path, metavar="FILE", help="count only the mutants named in FILE")
     args = parser.parse_args(argv)
     results = load_results()
+    if args.names is not None:
+        try:
+            wanted = set(args.names.read_text(encoding="utf-8").split())
+        except OSError as exc:
+            print(f"Error: cannot read {args.names}: {exc.strerror}", file=sys.stderr)
+            return 2
+        results = {module: {name: code for name, code in codes.items() if name in wanted}
+                   for module, codes in results.items()}
+        results = {module: codes for module, codes in results.items() if codes}
     if not results:
         print("Error: no mutation results in mutants/; run scripts/mutation.sh first", file=sys.stderr)
         return 2
@@ -129,7 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(name)
         return 0
     known = {name: code for codes in results.values() for name, code in codes.items()}
-    for name in sorted(equivalent):
+    for name in sorted(equivalent if args.names is None else ()):  # a subset lacks most of them
         if name not in known:
             print(f"warning: {name} is listed as equivalent in {DOC.name} but is no longer a mutant", file=sys.stderr)
         elif _status(known[name]) != "survived":
