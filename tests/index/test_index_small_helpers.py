@@ -1,0 +1,121 @@
+"""Small index helpers with exact contracts: ``finite`` (format-1 records without NaN), what a failed
+write leaves behind (``new_generation``), and ``source_counts``'s 200 000-chunk limit."""
+
+import json
+import os
+
+import pytest
+
+from meteora_edge import HashingEncoder
+from meteora_edge.index.chunk_records import finite
+from meteora_edge.index.content_hashes import source_counts
+from meteora_edge.index.corpus import SourceDocument
+from meteora_edge.index.generations import new_generation, writer_lock
+from meteora_edge.index.local_index import LocalIndex
+from meteora_edge.index.manifest import INDEX_FORMAT, INDEX_FORMAT_VERSION
+
+NAN, INF = float("nan"), float("inf")
+
+
+# -- finite ----------------------------------------------------------------------------------------
+
+def test_finite_replaces_nan_and_infinities_at_any_depth_and_keeps_everything_else():
+    record = {
+        "id": 3, "text": "t", "score": NAN, "flag": True, "missing": None,
+        "scores": [1.5, INF, -INF, 0.0, [NAN, 2]],
+        "metadata": {"p": -INF, "ok": 0.25, "tags": ["a", NAN], "deep": {"x": NAN}},
+    }
+    assert finite(record) == {
+        "id": 3, "text": "t", "score": None, "flag": True, "missing": None,
+        "scores": [1.5, None, None, 0.0, [None, 2]],
+        "metadata": {"p": None, "ok": 0.25, "tags": ["a", None], "deep": {"x": None}},
+    }
+    assert record["score"] != record["score"]  # the caller's record is left as it was
+    assert json.dumps(finite(record), allow_nan=False)  # strict JSON from here on
+
+
+@pytest.mark.parametrize("value", [0, -7, 2.5, -0.0, 1e308, "nan", "", True, None])
+def test_finite_keeps_finite_and_non_float_values(value):
+    assert finite(value) == value and type(finite(value)) is type(value)
+
+
+# -- a write that fails ------------------------------------------------------------------------------
+
+DOCS = [SourceDocument("a", "Either party may terminate the agreement on ninety days notice.", {})]
+
+
+@pytest.fixture
+def index_root(tmp_path):
+    LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder(), chunk_size=4, overlap=0)
+    return tmp_path / "ix"
+
+
+def _fail_while_writing(root, before_failing=None):
+    """Start a new generation under the writer lock, write a file into it, then fail; return the writer."""
+    seen = {}
+    with pytest.raises(RuntimeError, match="disk on fire"):
+        with writer_lock(root, create=False), new_generation(root) as writer:
+            seen["writer"] = writer
+            writer.write_bytes("vectors.npy", b"half a file")
+            if before_failing:
+                before_failing(writer)
+            raise RuntimeError("disk on fire")
+    return seen["writer"]
+
+
+def test_a_write_failing_before_the_switch_removes_its_generation_and_keeps_the_index(index_root):
+    live = LocalIndex.load(index_root)
+    writer = _fail_while_writing(index_root)
+    assert not writer.folder.exists()
+    assert sorted(os.listdir(index_root)) == [".writer.lock", live.generation, "manifest.json"]
+    again = LocalIndex.load(index_root)
+    assert again.generation == live.generation and again.records([0])[0]["text"] == "Either party may terminate"
+
+
+def test_a_failure_landing_just_after_the_switch_keeps_the_generation_the_pointer_names(index_root):
+    """The pointer already names the new generation (an interrupt right after the switch): it is live, so kept."""
+    def switch(writer):
+        pointer = {"format": INDEX_FORMAT, "format_version": INDEX_FORMAT_VERSION, "generation": writer.name}
+        (index_root / "manifest.json").write_text(json.dumps(pointer))
+
+    writer = _fail_while_writing(index_root, switch)
+    assert writer.folder.exists() and (writer.folder / "vectors.npy").read_bytes() == b"half a file"
+
+
+def test_a_failure_with_an_unreadable_pointer_removes_nothing(index_root):
+    """When the pointer cannot be read, the new generation might be the live one: it stays."""
+    def break_pointer(writer):
+        (index_root / "manifest.json").unlink()
+        (index_root / "manifest.json").mkdir()  # reading it now fails with an OSError
+
+    writer = _fail_while_writing(index_root, break_pointer)
+    assert writer.folder.exists()
+
+
+# -- source_counts ------------------------------------------------------------------------------------
+
+class _Chunks:
+    """An index of ``n`` chunks: two per document, four documents per file."""
+
+    manifest: dict = {}
+
+    def __init__(self, n):
+        self.n = n
+        self.read = 0
+
+    def __len__(self):
+        return self.n
+
+    def records(self, ids):
+        self.read += len(ids)
+        return [{"id": i, "text": "t", "source": f"doc{i // 2}", "file": f"file{i // 8}"} for i in ids]
+
+
+def test_source_counts_reads_every_record_up_to_200000_chunks():
+    chunks = _Chunks(200_000)
+    assert source_counts(chunks) == (25_000, 100_000) and chunks.read == 200_000
+
+
+def test_source_counts_over_200000_chunks_is_unknown_without_reading_a_record():
+    chunks = _Chunks(200_001)
+    assert source_counts(chunks) == (None, None) and chunks.read == 0
