@@ -1,13 +1,17 @@
 """Small index helpers with exact contracts: ``finite`` (format-1 records without NaN), what a failed
-write leaves behind (``new_generation``), and ``source_counts``'s 200 000-chunk limit."""
+write leaves behind (``new_generation``), ``source_counts``'s 200 000-chunk limit, and streaming
+chunking freeing the blocks behind its window."""
 
+import gc
 import json
 import os
+import weakref
 
 import pytest
 
 from meteora_edge import HashingEncoder
 from meteora_edge.index.chunk_records import finite
+from meteora_edge.index.chunking import iter_chunks
 from meteora_edge.index.content_hashes import source_counts
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.generations import new_generation, writer_lock
@@ -119,3 +123,28 @@ def test_source_counts_reads_every_record_up_to_200000_chunks():
 def test_source_counts_over_200000_chunks_is_unknown_without_reading_a_record():
     chunks = _Chunks(200_001)
     assert source_counts(chunks) == (None, None) and chunks.read == 0
+
+
+# -- streaming chunking lets go of the text behind it ---------------------------------------------------
+
+class _Block(str):
+    """A block of text that a weak reference can watch being freed."""
+
+
+def test_streaming_chunking_lets_go_of_a_block_once_the_window_has_moved_past_its_end():
+    """Blocks ending exactly where the window now starts are no longer held: after the first chunk
+    ("one two"; the window moves on to "two"), the block "one " is freed."""
+    watched = []
+
+    def blocks():
+        for text in ["one ", "two ", "three ", "four"]:
+            block = _Block(text)
+            watched.append(weakref.ref(block))
+            yield block
+
+    chunks = iter_chunks(blocks(), chunk_size=2, overlap=1)
+    first = next(chunks)
+    assert (first.text, first.start_pos, first.end_pos) == ("one two", 0, 7)
+    gc.collect()
+    assert watched[0]() is None and watched[1]() is not None
+    assert [c.text for c in chunks] == ["two three", "three four"]
