@@ -10,6 +10,7 @@ import weakref
 import pytest
 
 from meteora_edge import HashingEncoder
+from meteora_edge.errors import InputError
 from meteora_edge.index.chunk_records import finite
 from meteora_edge.index.chunking import iter_chunks
 from meteora_edge.index.content_hashes import source_counts
@@ -148,3 +149,26 @@ def test_streaming_chunking_lets_go_of_a_block_once_the_window_has_moved_past_it
     gc.collect()
     assert watched[0]() is None and watched[1]() is not None
     assert [c.text for c in chunks] == ["two three", "three four"]
+
+
+# -- which folders a build may write into ----------------------------------------------------------------
+
+@pytest.mark.parametrize("stranger", ["draft.tmp", ".manifest.json.notes", "gen-1"])
+def test_build_refuses_a_folder_holding_a_file_that_only_looks_like_a_leftover(tmp_path, stranger):
+    """Only a pointer temporary (``.manifest.json.*.tmp``) counts as a killed writer's leftover; a name that
+    has just the suffix or just the prefix is somebody's file, and the folder is left untouched."""
+    (tmp_path / "ix").mkdir()
+    (tmp_path / "ix" / stranger).write_text("mine")
+    with pytest.raises(InputError) as info:
+        LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    assert str(info.value) == (f"{tmp_path / 'ix'} is a folder that is not a meteora-edge index (it holds "
+                               f"{stranger!r}); refusing to touch it; choose another --out")
+    assert os.listdir(tmp_path / "ix") == [stranger]
+
+
+def test_build_takes_over_a_folder_holding_only_a_killed_writers_leftovers(tmp_path):
+    (tmp_path / "ix").mkdir()
+    (tmp_path / "ix" / ".manifest.json.k3j9.tmp").write_text("{")
+    (tmp_path / "ix" / ".writer.lock").write_text("")
+    index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    assert sorted(os.listdir(tmp_path / "ix")) == [".writer.lock", index.generation, "manifest.json"]
