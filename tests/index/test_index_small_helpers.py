@@ -5,6 +5,7 @@ chunking freeing the blocks behind its window."""
 import gc
 import json
 import os
+import re
 import weakref
 
 import pytest
@@ -172,3 +173,14 @@ def test_build_takes_over_a_folder_holding_only_a_killed_writers_leftovers(tmp_p
     (tmp_path / "ix" / ".writer.lock").write_text("")
     index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
     assert sorted(os.listdir(tmp_path / "ix")) == [".writer.lock", index.generation, "manifest.json"]
+
+
+def test_each_write_numbers_its_generation_one_after_the_live_one(tmp_path):
+    """Generation names count the writes (gen-000001-…, gen-000002-…), so a folder listing shows their order."""
+    index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    assert re.fullmatch(r"gen-000001-[0-9a-f]{8}", index.generation)
+    for number in (2, 3):
+        index = index.add([SourceDocument(f"d{number}", f"Clause {number} applies.", {})], HashingEncoder())
+        assert re.fullmatch(rf"gen-00000{number}-[0-9a-f]{{8}}", index.generation)
+    rebuilt = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder(), overwrite=True)
+    assert rebuilt.generation.startswith("gen-000004-")
