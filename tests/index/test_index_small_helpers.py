@@ -3,15 +3,17 @@ write leaves behind (``new_generation``), ``source_counts``'s 200 000-chunk limi
 chunking freeing the blocks behind its window."""
 
 import gc
+import hashlib
 import json
 import os
 import re
 import weakref
 
+import numpy as np
 import pytest
 
 from meteora_edge import HashingEncoder
-from meteora_edge.errors import InputError
+from meteora_edge.errors import InputError, LocalIndexError
 from meteora_edge.index.chunk_records import finite
 from meteora_edge.index.chunking import iter_chunks
 from meteora_edge.index.content_hashes import source_counts
@@ -184,3 +186,38 @@ def test_each_write_numbers_its_generation_one_after_the_live_one(tmp_path):
         assert re.fullmatch(rf"gen-00000{number}-[0-9a-f]{{8}}", index.generation)
     rebuilt = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder(), overwrite=True)
     assert rebuilt.generation.startswith("gen-000004-")
+
+
+# -- what a write leaves on disk ---------------------------------------------------------------------------
+
+def test_manifests_are_written_as_canonical_json(tmp_path):
+    """The pointer and the generation's manifest are sorted-key JSON indented by two spaces, ending in a
+    newline: the same content always gives the same bytes, and a diff of two versions reads line by line."""
+    index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    for path in (tmp_path / "ix" / "manifest.json", tmp_path / "ix" / index.generation / "manifest.json"):
+        text = path.read_text(encoding="utf-8")
+        assert text == json.dumps(json.loads(text), indent=2, sort_keys=True) + "\n"
+        assert text.startswith('{\n  "') and len(text.splitlines()) > 4
+
+
+def test_a_stray_file_named_like_a_generation_does_not_block_a_write(tmp_path):
+    """Clearing old generations before a write skips what it cannot remove (here a file, not a folder)."""
+    index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    (tmp_path / "ix" / "gen-000077-deadbeef").write_text("not a generation folder")
+    grown = index.add([SourceDocument("b", "Fees are payable monthly.", {})], HashingEncoder())
+    assert len(grown) == len(index) + 1
+    assert (tmp_path / "ix" / "gen-000077-deadbeef").read_text() == "not a generation folder"
+
+
+def test_a_vectors_file_of_another_dtype_is_refused_naming_it(tmp_path):
+    index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    generation = tmp_path / "ix" / index.generation
+    np.save(generation / "vectors.npy", np.asarray(index.vectors, dtype=np.float64))
+    manifest = json.loads((generation / "manifest.json").read_text())
+    data = (generation / "vectors.npy").read_bytes()
+    manifest["files"]["vectors.npy"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    (generation / "manifest.json").write_text(json.dumps(manifest))
+    with pytest.raises(LocalIndexError) as info:
+        LocalIndex.load(tmp_path / "ix")
+    assert str(info.value) == (f"{generation / 'vectors.npy'} holds float64 ({len(index)}, 384), "
+                               f"expected float32 ({len(index)}, 384); rebuild the index")
