@@ -209,15 +209,17 @@ def test_a_stray_file_named_like_a_generation_does_not_block_a_write(tmp_path):
     assert (tmp_path / "ix" / "gen-000077-deadbeef").read_text() == "not a generation folder"
 
 
-def test_a_vectors_file_of_another_dtype_is_refused_naming_it(tmp_path):
+@pytest.mark.parametrize(("name", "expected"), [("vectors.npy", "float32 ({n}, 384)"), ("chunk_offsets.npy", "int64 ({n},)")])
+def test_an_array_file_of_another_dtype_is_refused_naming_it(tmp_path, name, expected):
     index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
     generation = tmp_path / "ix" / index.generation
-    np.save(generation / "vectors.npy", np.asarray(index.vectors, dtype=np.float64))
+    wrong = np.load(generation / name).astype(np.float64)
+    np.save(generation / name, wrong)
     manifest = json.loads((generation / "manifest.json").read_text())
-    data = (generation / "vectors.npy").read_bytes()
-    manifest["files"]["vectors.npy"].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
+    data = (generation / name).read_bytes()
+    manifest["files"][name].update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
     (generation / "manifest.json").write_text(json.dumps(manifest))
     with pytest.raises(LocalIndexError) as info:
         LocalIndex.load(tmp_path / "ix")
-    assert str(info.value) == (f"{generation / 'vectors.npy'} holds float64 ({len(index)}, 384), "
-                               f"expected float32 ({len(index)}, 384); rebuild the index")
+    assert str(info.value) == (f"{generation / name} holds float64 {wrong.shape}, "
+                               f"expected {expected.format(n=len(index))}; rebuild the index")
