@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import shutil
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -285,3 +286,59 @@ def test_an_empty_array_comes_back_empty_with_the_expected_dtype(tmp_path, mmap)
     out = _read(tmp_path, _npy(np.zeros(0, dtype="<i8")), dtype="<i8", mmap=mmap)
     assert out.shape == (0,)
     assert out.dtype == np.dtype("<i8")
+
+
+# ------------------------------------------------------------------ format 1: the whole folder is the version
+FORMAT1 = Path(__file__).parent / "data" / "format1_index"  # written by meteora-edge 0.1.0
+
+
+@pytest.fixture
+def format1(tmp_path):
+    return Path(shutil.copytree(FORMAT1, tmp_path / "v1"))
+
+
+def test_a_format1_index_opens_its_own_folder_without_a_generation(format1):
+    snapshot = open_snapshot(format1, verify=True)
+    try:
+        assert snapshot.generation is None
+        assert snapshot.folder == format1
+        assert sorted(snapshot.handles) == sorted(snapshot.manifest["files"])
+    finally:
+        snapshot.close()
+
+
+def test_a_format1_manifest_off_its_schema_names_the_top_manifest(format1):
+    manifest = json.loads((format1 / "manifest.json").read_text())
+    (format1 / "manifest.json").write_text(json.dumps({**manifest, "count": "many"}))
+    message = _message(format1)
+    assert message.startswith(f"{format1 / 'manifest.json'} is corrupt: ")
+    assert message.endswith("; rebuild the index")
+
+
+def test_a_format1_index_missing_a_file_names_it(format1):
+    (format1 / "vectors.npy").unlink()
+    assert _message(format1) == f"{format1 / 'vectors.npy'} is missing from the index; rebuild it"
+
+
+def test_a_missing_folder_is_not_an_index(tmp_path):
+    with pytest.raises(LocalIndexError) as caught:
+        open_snapshot(tmp_path / "nowhere", verify=False)
+    assert str(caught.value) == (f"index folder not found: {tmp_path / 'nowhere'}; "
+                                 "build one with 'meteora-edge index build'")
+
+
+def test_a_reader_gives_up_when_the_pointer_keeps_moving(root, monkeypatch):
+    real = snapshot_module.read_small_file
+    switches = []
+    (root / "manifest.json").write_text(json.dumps({**_pointer(root), "generation": "gen-000100-0123abcd"}))
+
+    def read_then_switch(path):
+        data = real(path)
+        if path == root / "manifest.json":  # a writer names a new (not yet written) version after every read
+            switches.append(path)
+            pointer = {**_pointer(root), "generation": f"gen-{len(switches) + 100:06d}-0123abcd"}
+            (root / "manifest.json").write_text(json.dumps(pointer))
+        return data
+
+    monkeypatch.setattr(snapshot_module, "read_small_file", read_then_switch)
+    assert _message(root) == f"{root} changed 8 times while it was being opened; try again"
