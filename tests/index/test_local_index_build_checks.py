@@ -68,31 +68,31 @@ def test_build_records_encoder_counts_and_the_write(tmp_path):
     assert vocab["terms"][:3] == ["alpha", "beta", "gamma"]
 
 
-def test_a_build_that_another_build_overtook_is_refused(tmp_path):
-    """The target is checked again under the writer lock: a build that finished meanwhile is not replaced."""
-    root = tmp_path / "ix"
-    overtaken = []
+def _another_build_meanwhile(root):
+    """A progress callback that, while the embedding runs, lets another build finish at ``root`` (once)."""
+    overtaken: list[str] = []
 
-    def another_build_meanwhile(done, total):
+    def progress(done, total):
         if not overtaken:
             overtaken.append(_build(root).generation)
 
+    return progress, overtaken
+
+
+def test_a_build_that_another_build_overtook_is_refused(tmp_path):
+    """The target is checked again under the writer lock: a build that finished meanwhile is not replaced."""
+    root = tmp_path / "ix"
+    progress, overtaken = _another_build_meanwhile(root)
     with pytest.raises(InputError) as caught:
-        LocalIndex.build(root, DOCS, ENCODER, chunk_size=4, overlap=0, progress=another_build_meanwhile)
+        LocalIndex.build(root, DOCS, ENCODER, chunk_size=4, overlap=0, progress=progress)
     assert str(caught.value) == f"{root} already exists; use 'index add' to append or --overwrite to rebuild"
     assert LocalIndex.load(root).generation == overtaken[0]
 
 
 def test_a_build_that_another_build_overtook_replaces_it_with_overwrite(tmp_path):
     root = tmp_path / "ix"
-    overtaken = []
-
-    def another_build_meanwhile(done, total):
-        if not overtaken:
-            overtaken.append(_build(root).generation)
-
-    index = LocalIndex.build(root, DOCS, ENCODER, chunk_size=4, overlap=0, overwrite=True,
-                             progress=another_build_meanwhile)
+    progress, overtaken = _another_build_meanwhile(root)
+    index = LocalIndex.build(root, DOCS, ENCODER, chunk_size=4, overlap=0, overwrite=True, progress=progress)
     assert index.generation != overtaken[0]
     assert LocalIndex.load(root).generation == index.generation
 
