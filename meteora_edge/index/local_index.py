@@ -92,8 +92,8 @@ class LocalIndex:
         if "ann" in manifest:
             self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=count, dimension=dim,
                                 where=str(where / ANN_FILE))
-        self._chunk_fd = os.dup(chunks.fileno())  # read with os.pread only
-        weakref.finalize(self, os.close, self._chunk_fd)
+        self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
+        weakref.finalize(self, self._chunks.close)
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -215,7 +215,7 @@ class LocalIndex:
 
     def _copy_records(self, out: Any) -> np.ndarray:
         """Write this version's chunk lines to ``out`` (from the open file); return their offsets."""
-        fd = self._chunk_fd
+        fd = self._chunks.fileno()
         if self.manifest["format_version"] >= 2:
             for start in range(0, self._chunk_bytes, _COPY_BLOCK):
                 out.write(os.pread(fd, min(_COPY_BLOCK, self._chunk_bytes - start), start))
@@ -262,7 +262,7 @@ class LocalIndex:
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """The stored chunk records for ``ids``, read from this version's open chunk file."""
         out = []
-        fd = self._chunk_fd
+        fd = self._chunks.fileno()
         for i in map(int, ids):
             if not 0 <= i < len(self):
                 raise InputError(f"chunk id {i} is outside the index (0..{len(self) - 1})")
@@ -364,7 +364,7 @@ def _write(
     writer.write_array("chunk_offsets.npy", np.concatenate([old, np.asarray(new, dtype=np.int64)]))
     for name, array in bm25.arrays().items():
         writer.write_array(name, array)
-    writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode())
+    writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
     if ann_bytes is not None:
         writer.write_bytes(ANN_FILE, ann_bytes)
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})

@@ -103,7 +103,7 @@ class BM25Index:
                 terms.append(vocab.setdefault(term, len(vocab)))
                 docs.append(doc)
                 freqs.append(count)
-        old_terms = np.repeat(np.arange(len(self.vocab)), np.diff(self.term_ptr))
+        old_terms = np.repeat(np.arange(len(self.vocab), dtype=np.int64), np.diff(self.term_ptr))
         all_terms = np.concatenate([old_terms, np.asarray(terms, dtype=np.int64)])
         all_docs = np.concatenate([self.doc_ids, np.asarray(docs, dtype=np.int32)])
         all_tf = np.concatenate([self.tf, np.asarray(freqs, dtype=np.int32)])
@@ -235,7 +235,7 @@ class BM25Index:
                 contradict each other (which would give wrong scores or crash a query).
         """
         terms, params = _check_vocab_document(vocab_document, where)
-        n_docs = doc_len.size  # read only once every array is known to be 1-D
+        n_docs = doc_len.shape[0] if doc_len.ndim == 1 else -1
         if (
             any(a.ndim != 1 for a in (term_ptr, doc_ids, tf, doc_len))
             or term_ptr.shape[0] != len(terms) + 1
