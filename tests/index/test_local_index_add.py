@@ -99,6 +99,68 @@ def test_offsets_that_do_not_fit_the_chunk_file_are_refused(tmp_path, offsets):
     assert str(err.value) == f"chunk offsets in {gen} do not fit chunks.jsonl; rebuild the index"
 
 
+def test_a_chunk_file_not_ending_in_a_newline_is_refused(tmp_path):
+    """The last record must end the chunk file with a newline."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    gen = _generation(root)
+    (gen / "chunks.jsonl").write_bytes((gen / "chunks.jsonl").read_bytes()[:-1] + b" ")
+    _rehash(gen)
+    with pytest.raises(LocalIndexError) as err:
+        LocalIndex.load(root)
+    assert str(err.value) == f"chunk offsets in {gen} do not fit chunks.jsonl; rebuild the index"
+
+
+@pytest.mark.parametrize(("name", "dtype"), [("bm25_term_ptr.npy", "int64"), ("bm25_doc_ids.npy", "int32"),
+                                             ("bm25_tf.npy", "int32"), ("bm25_doc_len.npy", "int32")])
+def test_a_bm25_array_of_another_dtype_is_refused_naming_its_file(tmp_path, name, dtype):
+    """Each BM25 array is checked like the others, its own file named in the message."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    gen = _generation(root)
+    np.save(gen / name, np.load(gen / name).astype(np.float64))
+    _rehash(gen)
+    with pytest.raises(LocalIndexError) as err:
+        LocalIndex.load(root)
+    n = np.load(gen / name).shape[0]
+    assert str(err.value) == f"{gen / name} holds float64 ({n},), expected {dtype} (n,); rebuild the index"
+
+
+def test_a_bm25_vocabulary_that_is_not_json_is_refused_naming_its_file(tmp_path):
+    """A damaged vocabulary is refused, naming the file and the parser's reason."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    gen = _generation(root)
+    (gen / "bm25_vocab.json").write_bytes(b"{not json")
+    _rehash(gen)
+    with pytest.raises(LocalIndexError) as err:
+        LocalIndex.load(root)
+    reason = "Expecting property name enclosed in double quotes"
+    assert str(err.value) == f"{gen / 'bm25_vocab.json'} is corrupt ({reason}); rebuild the index"
+
+
+def test_bm25_covering_another_number_of_chunks_is_refused(tmp_path):
+    """BM25 files of another index (consistent among themselves) do not fit this one's vectors."""
+    root, other = tmp_path / "ix", tmp_path / "other"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    LocalIndex.build(other, DOCS[:2], HashingEncoder())
+    gen = _generation(root)
+    for name in [n for n in REQUIRED_FILES if n.startswith("bm25_")]:
+        shutil.copyfile(_generation(other) / name, gen / name)
+    _rehash(gen)
+    with pytest.raises(LocalIndexError) as err:
+        LocalIndex.load(root)
+    assert str(err.value) == f"index {gen}: BM25 covers 2 chunks, vectors 3; rebuild it"
+
+
+def test_a_bm25_vocabulary_over_a_megabyte_loads(tmp_path):
+    """The vocabulary is not held to the manifest's size limit: a large corpus has a large one."""
+    words = " ".join(f"{i:07d}" + "x" * 33 for i in range(27000))
+    index = LocalIndex.build(tmp_path / "ix", [SourceDocument("a", words, {})], HashingEncoder(), chunk_size=4096)
+    assert (tmp_path / "ix" / index.generation / "bm25_vocab.json").stat().st_size > 1 << 20
+    assert len(LocalIndex.load(tmp_path / "ix").bm25.vocab) == 27000
+
+
 # ------------------------------------------------------------------ records
 def test_records_come_in_the_order_asked_and_out_of_range_ids_are_refused(tmp_path):
     """records(ids) returns each id's record in the given order (repeats allowed, numpy ints too);
@@ -129,6 +191,45 @@ def test_a_record_that_is_not_json_is_reported(tmp_path):
     with pytest.raises(LocalIndexError) as err:
         index.records([1])
     assert str(err.value) == f"chunk record 1 of {root} is not where its offset says; rebuild the index"
+
+
+def _replace_line(gen: Path, i: int, line: bytes) -> None:
+    """Replace chunk line i (offsets and hashes recomputed, so only the record itself is wrong)."""
+    lines = (gen / "chunks.jsonl").read_bytes().splitlines(keepends=True)
+    lines[i] = line
+    (gen / "chunks.jsonl").write_bytes(b"".join(lines))
+    np.save(gen / "chunk_offsets.npy", np.cumsum([0] + [len(x) for x in lines[:-1]]).astype(np.int64))
+    _rehash(gen)
+
+
+@pytest.mark.parametrize("line", [
+    b'{"id": 2, "text": "x"}\n',
+    b'{"id": "1", "text": "x"}\n',
+    b'{"id": 1, "text": 5}\n',
+    b'{"id": 1}\n',
+    b'[1, "x"]\n',
+    b'"text"\n',
+])
+def test_a_record_with_the_wrong_id_or_no_text_is_reported(tmp_path, line):
+    """A JSON line that is not an object with this id and a string text is not returned."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    _replace_line(_generation(root), 1, line)
+    index = LocalIndex.load(root)
+    assert [r["id"] for r in index.records([0, 2])] == [0, 2]
+    with pytest.raises(LocalIndexError) as err:
+        index.records([1])
+    assert str(err.value) == f"chunk record 1 of {root} is not where its offset says; rebuild the index"
+
+
+def test_the_last_record_runs_to_the_end_of_the_chunk_file(tmp_path):
+    """The last record is read up to the end of chunks.jsonl, every other one up to the next offset."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    _replace_line(_generation(root), 2, b'{"id": 2, "text": "last", "extra": "kept"}\n')
+    index = LocalIndex.load(root)
+    assert index.records([2]) == [{"id": 2, "text": "last", "extra": "kept"}]
+    assert index.records([1])[0]["text"] == DOCS[1].text
 
 
 # ------------------------------------------------------------------ add
@@ -267,6 +368,7 @@ def test_add_to_a_large_format1_index_rewrites_every_record_once(tmp_path):
     assert old.generation is None and old.manifest["format_version"] == 1 and len(old) == 4100
     grown = old.add([SourceDocument("b", "omega", {})], enc)
     assert grown.manifest["format_version"] == 2 and len(grown) == 4101
+    assert grown.generation.startswith("gen-000001-")  # a format-1 index has no generation to follow
     records = grown.records(range(len(grown)))
     assert [r["id"] for r in records] == list(range(4101))
     assert [r["text"] for r in records] == [f"w{i}" for i in range(4100)] + ["omega"]
