@@ -263,6 +263,9 @@ def test_add_appends_to_the_current_version_with_the_next_ids(tmp_path):
     assert third.manifest["last_write"] == {"op": "add", "chunks": len(third) - len(second)}
     assert third.manifest["count"] == len(third)
     np.testing.assert_array_equal(np.asarray(third.vectors[: len(second)]), np.asarray(second.vectors))
+    alone = LocalIndex.build(tmp_path / "alone", DOCS[2:], enc, chunk_size=5, overlap=1)  # the index's chunking
+    assert [r["text"] for r in records[len(second):]] == [r["text"] for r in alone.records(range(len(alone)))]
+    assert [r["position"] for r in records[len(second):]] == list(range(len(alone)))
 
 
 def test_add_copies_the_previous_chunks_byte_for_byte(tmp_path):
