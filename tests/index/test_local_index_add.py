@@ -15,25 +15,8 @@ from meteora_edge.errors import InputError, LocalIndexError
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.manifest import REQUIRED_FILES
-
-DOCS = [
-    SourceDocument("a", "Either party may terminate the agreement on ninety days notice.", {}),
-    SourceDocument("b", "Fees are payable monthly within thirty days of the invoice.", {}),
-    SourceDocument("c", "The agreement is governed by the laws of England and Wales.", {}),
-]
-
-
-def _generation(root: Path) -> Path:
-    return root / json.loads((root / "manifest.json").read_text())["generation"]
-
-
-def _rehash(folder: Path) -> None:
-    """Recompute every listed file's sha256 and size in the folder's manifest (a consistent tampering)."""
-    manifest = json.loads((folder / "manifest.json").read_text())
-    for name, entry in manifest["files"].items():
-        data = (folder / name).read_bytes()
-        entry.update(sha256=hashlib.sha256(data).hexdigest(), size=len(data))
-    (folder / "manifest.json").write_text(json.dumps(manifest))
+# three one-sentence documents; the live generation folder; recompute its hashes as a consistent tamperer would
+from test_index_manifest import DOCS, _generation, _rewrite as _rehash
 
 
 def _words(n: int, prefix: str = "w") -> str:
