@@ -33,6 +33,7 @@ def test_an_opened_version_exposes_its_generation_arrays_and_manifest(tmp_path):
     assert isinstance(index.vectors, np.memmap) and index.vectors.dtype == np.float32
     assert index.vectors.shape == (len(index), 384) and index.manifest["count"] == len(index)
     assert index.offsets.dtype == np.int64 and index.offsets[0] == 0 and index.offsets.shape == (len(index),)
+    assert not isinstance(index.offsets, np.memmap)  # the small offsets array is read into memory
     assert index.ann is None and index.encoder_id == "hashing:384" and index.bm25.n_docs == len(index)
 
 
@@ -69,13 +70,14 @@ def test_an_array_file_that_is_not_npy_is_refused_naming_its_file(tmp_path, name
     assert str(err.value).endswith("); rebuild the index")
 
 
-@pytest.mark.parametrize("offsets", [[5, 10, 20], [0, 0, 20], [0, 20, 10], [0, 10, 10**6]])
+@pytest.mark.parametrize("offsets", [[5, 10, 20], [0, 0, 20], [0, 20, 10], [0, 10, 10**6], [0, 10, "size"]])
 def test_offsets_that_do_not_fit_the_chunk_file_are_refused(tmp_path, offsets):
-    """Offsets must start at 0, increase, and stay inside chunks.jsonl."""
+    """Offsets must start at 0, increase, and start each record inside chunks.jsonl (not at its end)."""
     root = tmp_path / "ix"
     LocalIndex.build(root, DOCS, HashingEncoder())
     gen = _generation(root)
-    np.save(gen / "chunk_offsets.npy", np.asarray(offsets, dtype=np.int64))
+    size = (gen / "chunks.jsonl").stat().st_size
+    np.save(gen / "chunk_offsets.npy", np.asarray([size if o == "size" else o for o in offsets], dtype=np.int64))
     _rehash(gen)
     with pytest.raises(LocalIndexError) as err:
         LocalIndex.load(root)
