@@ -124,6 +124,18 @@ def test_a_bm25_vocabulary_that_is_not_json_is_refused_naming_its_file(tmp_path)
     assert str(err.value) == f"{gen / 'bm25_vocab.json'} is corrupt ({reason}); rebuild the index"
 
 
+def test_bm25_arrays_inconsistent_with_each_other_are_refused_naming_the_generation(tmp_path):
+    """Postings naming documents the index does not have are refused; the message names the generation."""
+    root = tmp_path / "ix"
+    LocalIndex.build(root, DOCS, HashingEncoder())
+    gen = _generation(root)
+    np.save(gen / "bm25_doc_ids.npy", np.load(gen / "bm25_doc_ids.npy") + 1000)
+    _rehash(gen)
+    with pytest.raises(LocalIndexError) as err:
+        LocalIndex.load(root)
+    assert str(err.value) == f"BM25 files in {gen} are inconsistent with each other; rebuild the index"
+
+
 def test_bm25_covering_another_number_of_chunks_is_refused(tmp_path):
     """BM25 files of another index (consistent among themselves) do not fit this one's vectors."""
     root, other = tmp_path / "ix", tmp_path / "other"
