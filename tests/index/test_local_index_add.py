@@ -4,6 +4,7 @@ chunks (byte for byte from format 2, rewritten record by record from format 1)."
 
 import hashlib
 import json
+import os
 import shutil
 from pathlib import Path
 
@@ -376,3 +377,18 @@ def test_add_to_a_large_format1_index_rewrites_every_record_once(tmp_path):
     assert grown.offsets.dtype == np.int64
     lines = (root / grown.generation / "chunks.jsonl").read_bytes().splitlines(keepends=True)
     assert np.asarray(grown.offsets).tolist() == np.cumsum([0] + [len(x) for x in lines[:-1]]).tolist()
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/fd"), reason="counts descriptors in /proc/self/fd")
+def test_an_index_no_longer_used_closes_its_files(tmp_path):
+    """Dropping an opened index releases its descriptors (its chunk file included)."""
+    import gc
+
+    LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
+    gc.collect()
+    before = len(os.listdir("/proc/self/fd"))
+    index = LocalIndex.load(tmp_path / "ix")
+    assert index.records([0])[0]["id"] == 0 and len(os.listdir("/proc/self/fd")) > before
+    del index
+    gc.collect()
+    assert len(os.listdir("/proc/self/fd")) == before
