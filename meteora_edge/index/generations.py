@@ -122,8 +122,11 @@ def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
         create: create the folder (and its parents) when it does not exist.
 
     Raises:
-        LocalIndexError: the folder or its lock file cannot be created or opened.
+        LocalIndexError: the folder is missing (without ``create``), or it or its lock file
+            cannot be created or opened.
     """
+    if not create and not root.is_dir():  # the lock file would recreate a removed index folder
+        raise LocalIndexError(f"index folder not found: {root}; build one with 'meteora-edge index build'")
     try:
         if create and not root.exists():
             root.mkdir(parents=True, exist_ok=True)
@@ -201,8 +204,8 @@ def _json_bytes(data: dict[str, Any]) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
 
 
-def _live_generation(root: Path) -> tuple[str | None, bool]:
-    """(generation the pointer names, whether a format-1 index is live at the top).
+def _live_generation(root: Path) -> str | None:
+    """The generation the pointer names; None without a pointer, or with a format-1 or damaged one.
 
     Raises:
         OSError: the pointer exists but cannot be read (then nothing may be removed).
@@ -210,20 +213,18 @@ def _live_generation(root: Path) -> tuple[str | None, bool]:
     try:
         data = parse_strict_json(read_small_file(root / MANIFEST), str(root / MANIFEST))
     except FileNotFoundError:
-        return None, False
+        return None
     except LocalIndexError:  # unreadable JSON: only 'build --overwrite' of a damaged index gets here
-        return None, False
-    if isinstance(data, dict) and data.get("format_version") == 1:
-        return None, True
+        return None
     try:
-        return check_pointer(data, str(root / MANIFEST)), False
-    except LocalIndexError:
-        return None, False
+        return check_pointer(data, str(root / MANIFEST))
+    except LocalIndexError:  # a format-1 manifest (no generation) or a damaged pointer
+        return None
 
 
 def _remove_leftovers(root: Path) -> None:
     """Remove every generation the pointer does not name, pointer temporaries, old top-level files."""
-    live, _ = _live_generation(root)
+    live = _live_generation(root)
     for name in os.listdir(root):
         path = root / name
         if GENERATION_NAME.fullmatch(name) and name != live:
@@ -237,7 +238,7 @@ def _remove_leftovers(root: Path) -> None:
 def _names(root: Path, generation: str) -> bool:
     """Whether the pointer names ``generation`` (an unreadable pointer counts as yes: keep it)."""
     try:
-        return _live_generation(root)[0] == generation
+        return _live_generation(root) == generation
     except OSError:
         return True
 
@@ -273,7 +274,7 @@ def new_generation(root: Path) -> Iterator[GenerationWriter]:
     writer = None
     try:
         _remove_leftovers(root)
-        writer = GenerationWriter(root, _live_generation(root)[0])
+        writer = GenerationWriter(root, _live_generation(root))
         yield writer
         _publish(root, writer.name)  # the switch: before it the old version is live, after it the new one
     except BaseException as exc:
