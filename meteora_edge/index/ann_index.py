@@ -110,14 +110,14 @@ def build_ann(vectors: np.ndarray, entry: dict[str, Any]) -> bytes:
         sample_size = faiss.extract_index_ivf(index).nlist * _TRAIN_PER_LIST
     rng = np.random.default_rng(_SEED)
     sample = np.sort(rng.choice(len(vectors), size=min(sample_size, len(vectors)), replace=False))
-    index.train(np.ascontiguousarray(vectors[sample], dtype=np.float32))
+    index.train(vectors[sample])  # faiss copies its input to contiguous float32 itself
     _add(index, vectors)
     return bytes(faiss.serialize_index(index))
 
 
 def _add(index: Any, vectors: np.ndarray) -> None:
     for lo in range(0, len(vectors), _ADD_BLOCK):
-        index.add(np.ascontiguousarray(vectors[lo : lo + _ADD_BLOCK], dtype=np.float32))
+        index.add(vectors[lo : lo + _ADD_BLOCK])  # faiss copies each block to contiguous float32 itself
 
 
 class AnnIndex:

@@ -30,8 +30,10 @@ def record_line(record: dict[str, Any]) -> bytes:
     """One chunks.jsonl line: the record with the sha256 of its text, strict JSON (no NaN) in UTF-8."""
     try:
         digest = hashlib.sha256(record["text"].encode("utf-8")).hexdigest()
-        rest = {k: v for k, v in record.items() if k not in ("id", "text", "sha256")}
-        line = {"id": record["id"], "text": record["text"], "sha256": digest, **rest}
+        # id, text and the fresh digest lead; the record's other keys follow in its order (its id
+        # and text land on the same places with the same values; a stale sha256 is dropped)
+        line = {"id": record["id"], "text": record["text"], "sha256": digest,
+                **{k: v for k, v in record.items() if k != "sha256"}}
         return json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
     except UnicodeEncodeError as exc:
         bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")

@@ -235,6 +235,10 @@ class BM25Index:
                 contradict each other (which would give wrong scores or crash a query).
         """
         terms, params = _check_vocab_document(vocab_document, where)
+        for (name, _), array in zip(BM25_ARRAYS, (term_ptr, doc_ids, tf, doc_len)):
+            if array.dtype.kind != "i":
+                raise LocalIndexError(f"BM25 array {name} in {where} holds {array.dtype}, expected signed integers; "
+                                      "rebuild the index")
         n_docs = doc_len.shape[0] if doc_len.ndim == 1 else -1
         if (
             any(a.ndim != 1 for a in (term_ptr, doc_ids, tf, doc_len))
