@@ -64,3 +64,11 @@ def test_a_folder_with_other_files_names_the_first_and_counts_the_rest(tmp_path)
     assert _refusal(tmp_path) == (f"{tmp_path} is a folder that is not a meteora-edge index (it holds 'a.txt' "
                                   f"and 2 more); {REFUSE}")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["a.txt", "b", "c.txt", "gen-000001-0123abcd"]
+
+
+def test_two_other_files_count_one_more(tmp_path):
+    """With exactly two strangers the message names the first and counts the other one."""
+    for name in ("b.txt", "a.txt"):
+        (tmp_path / name).write_text("x")
+    assert _refusal(tmp_path) == (f"{tmp_path} is a folder that is not a meteora-edge index (it holds 'a.txt' "
+                                  f"and 1 more); {REFUSE}")

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 
-from meteora_edge.errors import InputError, LocalIndexError
+from meteora_edge.errors import ConfigError, InputError, LocalIndexError
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.models.encoders import HashingEncoder
@@ -141,3 +141,12 @@ def test_bm25_over_another_number_of_chunks_than_the_vectors_is_refused(tmp_path
     doc_len = np.load(gen / "bm25_doc_len.npy")
     _replace_array(gen, "bm25_doc_len.npy", np.concatenate([doc_len, [0]]).astype(doc_len.dtype))
     assert _load_error(root) == f"index {gen}: BM25 covers 5 chunks, vectors 4; rebuild it"
+
+
+@pytest.mark.parametrize("batch_size", [0, -3, 2.5, "8"])
+def test_a_bad_batch_size_is_refused_with_its_value(tmp_path, batch_size):
+    """build refuses a batch size that is not a positive integer, naming the value, and writes nothing."""
+    with pytest.raises(ConfigError) as caught:
+        LocalIndex.build(tmp_path / "idx", DOCS, ENCODER, batch_size=batch_size)
+    assert str(caught.value) == f"batch_size must be a positive integer, got {batch_size!r}"
+    assert not (tmp_path / "idx").exists()

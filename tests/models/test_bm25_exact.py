@@ -122,3 +122,17 @@ def test_load_reads_a_utf8_vocabulary_whatever_the_locale(tmp_path, ascii_locale
     loaded = BM25Index.load(tmp_path)
     assert loaded.vocab == index.vocab and "café" in loaded.vocab
     assert loaded.scores(["café"]).tolist() == index.scores(["café"]).tolist()
+
+
+def test_a_lone_posting_among_empty_documents_scores():
+    """One word in one of three documents (the others empty) is still a rare, positive-scoring term."""
+    index = BM25Index.build([["alpha"], [], []])
+    scores = index.scores(["alpha"])
+    assert scores[0] > 0 and scores[1] == scores[2] == 0
+
+
+def test_a_one_document_corpus_keeps_its_term_weights():
+    """With a single document every term is in all documents: its weight is the epsilon floor, not zero."""
+    index = BM25Index.build([["alpha", "beta"]])
+    assert index.scores(["alpha"])[0] != 0
+    assert index.scores(["gamma"])[0] == 0
