@@ -26,15 +26,12 @@ fi
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 METEORA_EDGE_OFFLINE_TESTS=1
 
 survivors=0
+sample=
 case "${1:-}" in
     --table) exec .venv/bin/python scripts/mutation_table.py ;;
     --sample)
         [[ "${2:-}" =~ ^[1-9][0-9]*$ ]] || { echo "Error: --sample needs a positive count" >&2; exit 2; }
-        mapfile -t names < <(.venv/bin/python scripts/mutation_table.py --sample "$2")
-        if [ ${#names[@]} = 0 ]; then echo "no mutants left to run"; exec .venv/bin/python scripts/mutation_table.py; fi
-        rm -rf mutants/tests
-        nice -n 10 .venv/bin/mutmut run --max-children "${MUTATION_CHILDREN:-1}" "${names[@]}"
-        exec .venv/bin/python scripts/mutation_table.py ;;
+        sample=$2; shift 2 ;;
     --survivors) survivors=1; shift ;;
     -*) echo "Error: unknown option $1 (see the top of $0)" >&2; exit 2 ;;
 esac
@@ -52,7 +49,13 @@ for module in "$@"; do
 done
 
 names=()
-if [ "$survivors" = 1 ]; then
+if [ -n "$sample" ]; then
+    mapfile -t names < <(.venv/bin/python scripts/mutation_table.py --sample "$sample")
+    if [ ${#names[@]} = 0 ]; then
+        echo "no mutants left to run"
+        exec .venv/bin/python scripts/mutation_table.py
+    fi
+elif [ "$survivors" = 1 ]; then
     while IFS= read -r name; do
         if [ ${#patterns[@]} = 0 ]; then names+=("$name"); continue; fi
         for pattern in "${patterns[@]}"; do

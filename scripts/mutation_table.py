@@ -123,6 +123,9 @@ def main(argv: list[str] | None = None) -> int:
         results = {module: {name: code for name, code in codes.items() if name in wanted}
                    for module, codes in results.items()}
         results = {module: codes for module, codes in results.items() if codes}
+        if not results:
+            print(f"Error: none of the mutants named in {args.names} has a result in mutants/", file=sys.stderr)
+            return 2
     if not results:
         print("Error: no mutation results in mutants/; run scripts/mutation.sh first", file=sys.stderr)
         return 2
