@@ -20,6 +20,17 @@ from typing import TYPE_CHECKING, Any
 # unless this is set first. It costs nothing here; an explicit value of the caller wins.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
+# A source checkout keeps cli/ and export/ beside this folder (the installed package maps them
+# into meteora_edge by pyproject's package-dir). Imported from a checkout — `python -m
+# meteora_edge` in the repository root, where this folder shadows the installed package —
+# meteora_edge.cli and meteora_edge.export are found there too.
+_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+if not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli")) and os.path.isfile(
+    os.path.join(_CHECKOUT, "cli", "main.py")
+) and os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")):
+    __path__.append(_CHECKOUT)  # type: ignore[name-defined]  # noqa: F821
+del _CHECKOUT
+
 from .errors import (
     BundleError,
     CollectionError,
