@@ -34,8 +34,11 @@ def doctor(bundle: str | None, threads: int, precision: str, no_probe: bool, as_
         click.echo("threads     " + (set_vars or "library defaults (no thread variables set)"))
         cache = report["cache"]
         if "path" in cache:
-            used = f", {cache['entries']} vectors, {cache['used_mb']} MB" if "entries" in cache else ""
-            click.echo(f"cache       {cache['path']} ({cache['state']}{used}, bound {cache['max_mb']} MB)")
+            used = (f", {cache['entries']} vectors, {cache['used_mb']} MB, {cache['disk_mb']} MB on disk"
+                    if "entries" in cache else "")
+            modes = ", ".join(f"{name} {mode}" for name, mode in cache["permissions"].items())
+            click.echo(f"cache       {cache['path']} ({cache['state']}{used}, bound {cache['max_mb']} MB"
+                       + (f"; permissions {modes}" if modes else "") + ")")
         else:
             click.echo(f"cache       {cache['state']}")
         llm = report["llm_extra"]

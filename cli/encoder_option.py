@@ -36,8 +36,9 @@ def _remember_no_cache(ctx: click.Context, _param: click.Parameter, value: bool)
 
 cache_option = click.option(
     "--no-cache", is_flag=True, expose_value=False, callback=_remember_no_cache,
-    help="Do not read or write the embedding cache (env METEORA_EDGE_CACHE=off does the same; "
-         "METEORA_EDGE_CACHE=DIR moves it).",
+    help="Do not read or write the embedding cache, which keeps vectors of embedded texts in "
+         "~/.cache/meteora-edge (0700; env METEORA_EDGE_CACHE=off does the same, =DIR moves it; "
+         "see 'meteora-edge cache info').",
 )
 
 

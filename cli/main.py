@@ -47,6 +47,7 @@ def main(verbose: bool) -> None:
 
 
 def _register() -> None:
+    from .cache_commands import cache
     from .core_commands import chunk
     from .select_command import select
     from .serve_command import serve
@@ -64,6 +65,7 @@ def _register() -> None:
     main.add_command(eval_command)
     main.add_command(export)
     main.add_command(doctor)
+    main.add_command(cache)
     main.add_command(models)
     main.add_command(dpo_derive)
     main.add_command(dpo_prepare)

@@ -10,6 +10,8 @@ from meteora_edge.errors import InputError
 
 from .encoder_option import (
     bundle_option,
+    cache_disabled,
+    cache_option,
     context_size_option,
     llm_threads_option,
     precision_option,
@@ -33,6 +35,7 @@ from .select_command import HASHING_NOTE
 @bundle_option
 @threads_option
 @precision_option
+@cache_option
 @click.option("--llm", is_flag=True, help="Load the bundle's GGUF model, for requests with generate_rationales or verify.")
 @llm_threads_option
 @context_size_option
@@ -96,7 +99,7 @@ def serve(
     service = SelectService.load(
         bundle=bundle, indexes=indexes, tokenizer=tokenizer, threads=threads, precision=precision, llm=llm,
         llm_threads=llm_threads, context_size=context_size, num_rationales=num_rationales, sample_shots=shots,
-        domain=domain,
+        domain=domain, cache=not cache_disabled(),
     )
     if http is None:
         from meteora_edge.integrations.stdio import serve_stdio

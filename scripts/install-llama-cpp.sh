@@ -1,43 +1,81 @@
 #!/usr/bin/env bash
 # Install llama-cpp-python into the active environment from a cached portable wheel,
-# building (and caching) that wheel first when there is none (~10-20 min on 2 cores).
+# building (and caching) that wheel first when there is none.
 #
 # The wheel is portable AND uses the CPU it runs on: llama.cpp's runtime CPU dispatch
 # (GGML_BACKEND_DL=ON, GGML_CPU_ALL_VARIANTS=ON, GGML_NATIVE=OFF) compiles one CPU backend
-# per x86 level (sse42, haswell/AVX2, skylakex/AVX512, icelake/VNNI, zen4, sapphirerapids/AMX,
-# ...; on ARM Linux the armv8.x/armv9 dot-product/i8mm levels) as libggml-cpu-*.so next to
-# libggml.so in llama_cpp/lib; meteora_edge.models.llm_model loads the best one the CPU
-# supports before the first model loads. A cached wheel never carries -march=native code.
+# per instruction-set level as libggml-cpu-*.so next to libggml.so in llama_cpp/lib;
+# meteora_edge.models.llm_backend loads the best one the CPU supports before the first model
+# loads. A cached wheel never carries -march=native code.
 #
-# The wheel lives in its own folder (cpu-dispatch-$version), so the AVX2-only wheel that
-# older scripts cached as $cache/llama_cpp_python-$version-*.whl never shadows it.
+# llama.cpp's list has 13 x86 levels; compiling all of them took ~43 minutes on 2 cores. Only
+# the levels that change speed are kept (LLAMA_CPU_VARIANTS overrides the list):
+#   x86: sse42 (x86-64-v2), haswell (v3, AVX2), skylakex (v4, AVX-512), icelake (AVX512-VNNI),
+#        alderlake (AVX-VNNI), sapphirerapids (AMX)
+#   ARM Linux: armv8.0_1, armv8.2_1 (dot product), armv8.2_2 (+fp16), armv8.6_1 (+i8mm)
+# The kept list is applied to a temporary copy of the sdist's ggml/src/CMakeLists.txt; a CPU
+# between two levels runs the highest level it supports (e.g. a Zen 4 runs icelake).
+#
+# The wheel's folder is named after the version and the kept list, so a wheel built with
+# another list (or the all-variants wheel older scripts cached) never shadows it.
 set -euo pipefail
 version=0.3.36
+variants=${LLAMA_CPU_VARIANTS:-"sse42 haswell skylakex icelake alderlake sapphirerapids armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"}
 cache=${METEORA_EDGE_WHEEL_CACHE:-$HOME/.cache/meteora-edge/wheels}
-folder="$cache/cpu-dispatch-$version"
+key=$(printf '%s' "$variants" | tr -s ' ' '\n' | sort | sha256sum | cut -c1-10)
+folder="$cache/cpu-variants-$version-$key"
 mkdir -p "$folder"
 wheel=$(ls "$folder"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n 1 || true)
 if [ -z "$wheel" ]; then
-  echo "building a portable llama-cpp-python $version wheel with runtime CPU dispatch into $folder" \
-       "(takes 10-20 minutes on 2 cores)" >&2
+  echo "building a portable llama-cpp-python $version wheel with CPU levels: $variants" \
+       "(about 15-20 minutes on 2 cores) into $folder" >&2
+  start=$(date +%s)
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
+  pip download -q --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$version" >&2
+  tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
+  src="$tmp/llama_cpp_python-$version"
+  cmake_list="$src/vendor/llama.cpp/ggml/src/CMakeLists.txt"
+  # Drop every variant line whose tag is not kept (the lines look like
+  # "ggml_add_cpu_backend_variant(haswell SSE42 AVX ...)"; the function's own definition and
+  # the other architectures' lists stay).
+  python3 - "$cmake_list" $variants <<'PY'
+import re, sys
+path, keep = sys.argv[1], set(sys.argv[2:])
+dropped = {"x64", "sandybridge", "ivybridge", "piledriver", "cannonlake", "cascadelake", "cooperlake",
+           "zen4", "haswell", "skylakex", "icelake", "alderlake", "sapphirerapids", "sse42",
+           "armv8.0_1", "armv8.2_1", "armv8.2_2", "armv8.2_3", "armv8.6_1", "armv8.6_2", "armv9.2_1", "armv9.2_2"} - keep
+call = re.compile(r"^\s*ggml_add_cpu_backend_variant\(\s*([A-Za-z0-9_.]+)")
+lines, removed = [], []
+for line in open(path, encoding="utf-8"):
+    m = call.match(line)
+    if m and m.group(1) in dropped:
+        removed.append(m.group(1))
+        continue
+    lines.append(line)
+open(path, "w", encoding="utf-8").writelines(lines)
+print("llama.cpp CPU levels left out:", " ".join(removed), file=sys.stderr)
+PY
   # CMAKE_INSTALL_BINDIR: the CPU backends are MODULE libraries that llama.cpp installs into
   # the "bin" folder; put them into the package's lib folder, beside libggml.so.
   CMAKE_ARGS="-DGGML_NATIVE=OFF -DGGML_BACKEND_DL=ON -DGGML_CPU_ALL_VARIANTS=ON -DLLAVA_BUILD=OFF -DCMAKE_INSTALL_BINDIR=llama_cpp/lib" \
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
-    pip wheel --no-deps --no-cache-dir -w "$tmp" "llama-cpp-python==$version" >&2
-  built=$(ls "$tmp"/llama_cpp_python-"$version"-*.whl | head -n 1)
+    pip wheel --no-deps --no-cache-dir -w "$tmp/out" "$src" >&2
+  built=$(ls "$tmp"/out/llama_cpp_python-"$version"-*.whl | head -n 1)
   if ! unzip -l "$built" | grep -q 'llama_cpp/lib/libggml-cpu-.*\.so'; then
     echo "Error: the built wheel has no llama_cpp/lib/libggml-cpu-*.so backends; not caching it" >&2
     exit 1
   fi
   mv "$built" "$folder"/
   wheel=$(ls "$folder"/llama_cpp_python-"$version"-*.whl | head -n 1)
+  echo "built $(basename "$wheel") in $(( $(date +%s) - start )) s" >&2
 fi
 # Reinstall only when the installed build is not this one (same version number, other build).
 site=$(python -c 'import importlib.util as u, os; s = u.find_spec("llama_cpp"); print(os.path.dirname(s.origin) if s else "")')
-if [ -z "$site" ] || ! ls "$site"/lib/libggml-cpu-*.so >/dev/null 2>&1; then
+if [ -z "$site" ] || ! ls "$site"/lib/libggml-cpu-*.so >/dev/null 2>&1 \
+   || [ "$(cat "$site"/.meteora-wheel 2>/dev/null)" != "$(basename "$folder")" ]; then
   pip install -q --no-deps --force-reinstall "$wheel"
+  site=$(python -c 'import importlib.util as u, os; print(os.path.dirname(u.find_spec("llama_cpp").origin))')
+  basename "$folder" > "$site"/.meteora-wheel
 fi
 pip install -q "diskcache>=5.6.1" "jinja2>=2.11.3" "typing-extensions>=4.5.0"

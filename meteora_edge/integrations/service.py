@@ -192,6 +192,7 @@ class SelectService:
         num_rationales: int = 3,
         sample_shots: Sequence[Any] | None = None,
         domain: str | None = None,
+        cache: bool | None = None,
     ) -> SelectService:
         """Check every input, then load the models once, cheapest first (as ``select`` does).
 
@@ -203,6 +204,8 @@ class SelectService:
                 with indexes runs the variant the first index was built with).
             llm: load the bundle's GGUF model for ``generate_rationales`` and ``verify``.
             llm_threads, context_size, num_rationales, sample_shots, domain: the GGUF roles' settings.
+            cache: the embedding cache (see :meth:`OnnxEncoder.from_bundle`): None only when
+                ``METEORA_EDGE_CACHE`` asks for it; ``serve`` passes True unless ``--no-cache``.
 
         Raises:
             InputError: an index name twice, or ``llm`` without a GGUF model in the bundle.
@@ -217,7 +220,7 @@ class SelectService:
         counter = load_token_counter(tokenizer)
         check_llm_bundle(bundle, generate=llm, verify=llm)
         recorded = _recorded_encoder(next(iter(names.values()))) if names else None
-        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded)
+        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded, cache=cache)
         slots = [IndexSlot(name, path, encoder) for name, path in names.items()]
         cross_encoder = load_cross_encoder(bundle, threads=threads)
         generator, verifier = llm_roles(bundle, generate=llm, verify=llm, threads=llm_threads,

@@ -16,9 +16,17 @@ processes can share it and an interrupted write never leaves half an entry.
 * **Never in the way.** A locked, full, read-only or missing folder only costs speed: the
   error is logged and the caller's vectors are computed as if there were no cache.
 
+* **Private.** The vectors are derived from the user's documents (and embeddings can be
+  inverted to recover text), so the folder is made ``0700`` and the files ``0600``; looser
+  modes found on open are tightened, and a folder or file owned by another user is not used.
+
 Where it lives (:func:`default_cache_dir`): ``$METEORA_EDGE_CACHE`` (a folder, or ``off``),
 else ``$XDG_CACHE_HOME/meteora-edge``, else ``~/.cache/meteora-edge``; the file is
 ``embeddings.sqlite3``. ``$METEORA_EDGE_CACHE_MAX_MB`` sets the bound (default 256).
+The library caches only when asked (an encoder's ``cache=`` argument, or
+``$METEORA_EDGE_CACHE`` naming a folder or ``on``, see :func:`cache_wanted_by_env`); the
+command line and ``serve`` cache by default (``--no-cache`` or ``METEORA_EDGE_CACHE=off``
+turn it off; ``meteora-edge cache info|clear`` shows and empties it).
 
 Example:
     >>> import shutil, tempfile, numpy as np
@@ -38,6 +46,7 @@ import logging
 import math
 import os
 import sqlite3
+import stat
 import threading
 import time
 from collections.abc import Iterable, Iterator, Mapping
@@ -56,6 +65,7 @@ __all__ = [
     "DEFAULT_MAX_BYTES",
     "default_cache_dir",
     "default_cache",
+    "cache_wanted_by_env",
     "text_digest",
 ]
 
@@ -66,6 +76,10 @@ CACHE_SIZE_ENV = "METEORA_EDGE_CACHE_MAX_MB"
 CACHE_FILE = "embeddings.sqlite3"
 DEFAULT_MAX_BYTES = 256 * 1024 * 1024
 _OFF = {"off", "0", "false", "no", "none"}
+_ON = {"on", "1", "true", "yes"}  # the default folder, asked for by the environment
+_FOLDER_MODE = 0o700
+_FILE_MODE = 0o600
+_FILE_SUFFIXES = ("", "-wal", "-shm")
 _TABLE = "vectors_v1"  # a later layout gets its own table; both can share the file
 _TOUCH_AFTER_US = 60_000_000  # a hit refreshes its row's use time at most once a minute
 _SQL_VARS = 500  # rows per SELECT ... IN (...), under SQLite's variable limit
@@ -114,7 +128,7 @@ def default_cache_dir() -> Path | None:
     setting = os.environ.get(CACHE_ENV, "").strip()
     if setting.lower() in _OFF:
         return None
-    if setting:
+    if setting and setting.lower() not in _ON:
         return Path(setting).expanduser()
     xdg = os.environ.get("XDG_CACHE_HOME", "").strip()
     if xdg and os.path.isabs(xdg):
@@ -124,6 +138,32 @@ def default_cache_dir() -> Path | None:
     except RuntimeError:  # no home directory at all: run without a cache
         logger.info("no home directory and no %s: the embedding cache is off", CACHE_ENV)
         return None
+
+
+def cache_wanted_by_env() -> bool:
+    """Whether ``$METEORA_EDGE_CACHE`` asks the library for the cache (a folder, or ``on``).
+
+    Unset or ``off``: no. The library's encoders cache only when asked, by this or by their
+    ``cache=`` argument; the command line asks unless ``--no-cache``.
+    """
+    setting = os.environ.get(CACHE_ENV, "").strip()
+    return bool(setting) and setting.lower() not in _OFF
+
+
+def _private(path: Path, mode: int) -> None:
+    """Make ``path`` (ours) no more open than ``mode``; refuse one owned by another user.
+
+    Raises:
+        OSError: ``path`` belongs to another user, or its mode cannot be changed.
+    """
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode):
+        raise OSError(f"{path} is a symbolic link; the cache keeps its files in a real folder")
+    if hasattr(os, "getuid") and st.st_uid != os.getuid():
+        raise OSError(f"{path} belongs to another user (uid {st.st_uid})")
+    if stat.S_IMODE(st.st_mode) & ~mode:
+        os.chmod(path, stat.S_IMODE(st.st_mode) & mode)
+        logger.info("embedding cache: tightened %s to %o", path, stat.S_IMODE(st.st_mode) & mode)
 
 
 def _max_bytes_from_env() -> int:
@@ -208,7 +248,11 @@ class EmbeddingCache:
         return self._conn
 
     def _open(self) -> sqlite3.Connection:
-        self.folder.mkdir(parents=True, exist_ok=True)
+        self.folder.mkdir(parents=True, exist_ok=True, mode=_FOLDER_MODE)
+        _private(self.folder, _FOLDER_MODE)
+        # create the file 0600 before SQLite does (it gives its -wal and -shm the same mode)
+        os.close(os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0), _FILE_MODE))
+        self._tighten_files()
         conn = sqlite3.connect(str(self.path), timeout=self.timeout, isolation_level=None, check_same_thread=False)
         try:
             conn.execute(f"PRAGMA busy_timeout = {int(self.timeout * 1000)}")
@@ -216,14 +260,21 @@ class EmbeddingCache:
             conn.execute("PRAGMA synchronous = NORMAL")
             conn.execute(f"PRAGMA journal_size_limit = {16 * 1024 * 1024}")
             conn.executescript(_SCHEMA)
-        except sqlite3.Error:
+            self._tighten_files()
+        except (sqlite3.Error, OSError):
             conn.close()
             raise
         return conn
 
+    def _tighten_files(self) -> None:
+        for suffix in _FILE_SUFFIXES:
+            path = Path(f"{self.path}{suffix}")
+            if os.path.lexists(path):
+                _private(path, _FILE_MODE)
+
     def _replace_corrupt_file(self) -> sqlite3.Connection | None:
         try:
-            for suffix in ("", "-wal", "-shm"):
+            for suffix in _FILE_SUFFIXES:
                 Path(f"{self.path}{suffix}").unlink(missing_ok=True)
             return self._open()
         except (OSError, sqlite3.Error) as exc:
@@ -366,11 +417,33 @@ class EmbeddingCache:
 
     # -- housekeeping --------------------------------------------------------------------
 
+    def permissions(self) -> dict[str, str]:
+        """The octal mode of the folder and of each file that exists (``doctor`` and ``cache info``)."""
+        modes = {}
+        for path in (self.folder, *(Path(f"{self.path}{s}") for s in _FILE_SUFFIXES)):
+            try:
+                modes[path.name] = format(stat.S_IMODE(os.lstat(path).st_mode), "04o")
+            except OSError:
+                continue
+        return modes
+
+    def disk_bytes(self) -> int:
+        """Bytes the cache's files take on disk (the database, its write-ahead log and index)."""
+        total = 0
+        for suffix in _FILE_SUFFIXES:
+            try:
+                total += os.lstat(f"{self.path}{suffix}").st_size
+            except OSError:
+                continue
+        return total
+
     def stats(self) -> dict[str, Any]:
-        """Where the cache is, how many vectors it holds and how big it is (for ``doctor``)."""
-        out: dict[str, Any] = {"path": str(self.path), "max_mb": round(self.max_bytes / 2**20, 1)}
+        """Where the cache is, its permissions, how many vectors it holds and how big it is (for
+        ``doctor`` and ``cache info``)."""
+        out: dict[str, Any] = {"path": str(self.path), "max_mb": round(self.max_bytes / 2**20, 1),
+                               "permissions": self.permissions()}
         if not self.path.exists():
-            return {**out, "entries": 0, "used_mb": 0.0, "state": "not created yet"}
+            return {**out, "entries": 0, "used_mb": 0.0, "disk_mb": 0.0, "state": "not created yet"}
         with self._lock:
             conn = self._connect()
             if conn is None:
@@ -381,18 +454,27 @@ class EmbeddingCache:
             except sqlite3.Error as exc:
                 self._failed("stats", exc)
                 return {**out, "state": f"unreadable ({exc})"}
-        return {**out, "entries": int(entries), "used_mb": round(used / 2**20, 2), "state": "ok"}
+        return {**out, "permissions": self.permissions(), "entries": int(entries), "used_mb": round(used / 2**20, 2),
+                "disk_mb": round(self.disk_bytes() / 2**20, 2), "state": "ok"}
 
-    def clear(self) -> None:
-        """Delete every cached vector (the file stays)."""
+    def clear(self) -> int:
+        """Delete every cached vector and give the space back; returns how many were deleted.
+
+        Raises:
+            ConfigError: the cache cannot be opened or written (so nothing was deleted).
+        """
         with self._lock:
             conn = self._connect()
             if conn is None:
-                return
+                raise ConfigError(f"cannot open the embedding cache {self.path} (see the log)")
             try:
+                count = conn.execute(f"SELECT count(*) FROM {_TABLE}").fetchone()[0]
                 conn.execute(f"DELETE FROM {_TABLE}")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+                conn.execute("VACUUM")
             except sqlite3.Error as exc:
-                self._failed("clear", exc)
+                raise ConfigError(f"cannot clear the embedding cache {self.path}: {exc}") from None
+        return int(count)
 
     def __repr__(self) -> str:
         return f"EmbeddingCache({str(self.folder)!r}, max_bytes={self.max_bytes})"

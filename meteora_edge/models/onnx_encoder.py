@@ -31,7 +31,7 @@ from typing import Any, Union
 import numpy as np
 
 from .bundle import Bundle, sha256_file
-from .embedding_cache import EmbeddingCache, default_cache, text_digest
+from .embedding_cache import EmbeddingCache, cache_wanted_by_env, default_cache, text_digest
 from .encoders import EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
@@ -42,8 +42,9 @@ __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 logger = logging.getLogger(__name__)
 
 POOLINGS = ("mean", "cls")
-# a cache argument: True = the default cache (METEORA_EDGE_CACHE / the user cache folder),
-# False or None = none, a folder, or an EmbeddingCache
+# a cache argument: None = only when the environment asks (METEORA_EDGE_CACHE names a folder or
+# "on"), True = the default cache (METEORA_EDGE_CACHE / the user cache folder, unless "off"),
+# False = none, a folder, or an EmbeddingCache
 CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
 
 
@@ -182,7 +183,7 @@ class OnnxEncoder:
         precision: str = "auto",
         batch_size: int = 8,
         component: str = "encoder",
-        cache: CacheSetting = True,
+        cache: CacheSetting = None,
     ) -> OnnxEncoder:
         """Load the encoder of a bundle after checking its files' sizes and hashes.
 
@@ -193,9 +194,11 @@ class OnnxEncoder:
                 (exact), ``"int8"`` (mixed recipe) or ``"int8-dot"`` (for int8 dot-product CPUs).
             batch_size: texts per model call.
             component: the component name in the manifest.
-            cache: ``True`` for the default embedding cache (``METEORA_EDGE_CACHE``, else the
-                user cache folder; ``off`` disables it), ``False``/``None`` for none, a folder,
-                or an :class:`EmbeddingCache`.
+            cache: where embeddings of the texts are kept between calls and processes. ``None``
+                (the default): only when ``METEORA_EDGE_CACHE`` names a folder or is ``on`` —
+                the library writes nothing derived from your texts unless asked. ``True``: the
+                default cache (``METEORA_EDGE_CACHE``, else the user cache folder; ``off``
+                disables it). ``False``: none. A folder, or an :class:`EmbeddingCache`.
 
         Raises:
             ConfigError: an unknown precision or cache setting.
@@ -338,9 +341,11 @@ def _cache_key(model_sha256: str, tokenizer_sha256: str, settings: Mapping[str, 
 
 
 def _resolve_cache(setting: CacheSetting) -> EmbeddingCache | None:
+    if setting is None:
+        return default_cache() if cache_wanted_by_env() else None
     if setting is True:
         return default_cache()
-    if setting is False or setting is None:
+    if setting is False:
         return None
     if isinstance(setting, EmbeddingCache):
         return setting
@@ -375,7 +380,7 @@ def load_encoder(
     *,
     threads: int = 1,
     precision: str = "auto",
-    cache: CacheSetting = True,
+    cache: CacheSetting = None,
     index_encoder: str | None = None,
 ) -> EncoderLike:
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
