@@ -124,3 +124,24 @@ def test_doctor_states_the_cache_and_the_chosen_precision(tmp_path, bundle, monk
     assert report["cache"] == {"state": "off (--no-cache)"}
     report = json.loads(run("doctor", "--json", "--no-probe", env={"METEORA_EDGE_CACHE": "off"}).output)
     assert report["cache"]["state"].startswith("off (METEORA_EDGE_CACHE=off")
+
+
+def test_cache_info_and_clear_show_and_empty_the_default_cache(tmp_path, bundle, chunks_file):
+    home_cache = Path.home() / ".cache" / "meteora-edge"
+    empty = run("cache", "info")
+    assert empty.exit_code == 0 and str(home_cache / CACHE_FILE) in empty.output and "not created yet" in empty.output
+    assert run("cache", "clear").output.strip() == f"cache {home_cache / CACHE_FILE} is empty: nothing to clear"
+    # the command line caches by default (the library only when asked)
+    assert run("select", "--chunks", str(chunks_file), "-q", "who may terminate", "--bundle", str(bundle)).exit_code == 0
+    stored = vectors_in(home_cache)
+    assert stored == len(CHUNKS) + 1
+    info = json.loads(run("cache", "info", "--json").output)
+    assert info["entries"] == stored and info["permissions"] == {"meteora-edge": "0700", CACHE_FILE: "0600",
+                                                                 CACHE_FILE + "-wal": "0600", CACHE_FILE + "-shm": "0600"}
+    text = run("cache", "info").output
+    assert "permissions meteora-edge 0700, embeddings.sqlite3 0600" in text and f"holds       {stored} vectors" in text
+    cleared = run("cache", "clear")
+    assert cleared.exit_code == 0 and cleared.output.strip() == f"cleared {stored} vectors from {home_cache / CACHE_FILE}"
+    assert vectors_in(home_cache) == 0
+    off = run("cache", "info", env={"METEORA_EDGE_CACHE": "off"})
+    assert off.exit_code == 0 and off.output.startswith("cache       off (METEORA_EDGE_CACHE='off'")

@@ -155,3 +155,81 @@ def test_several_processes_write_and_read_at_once(tmp_path):
     assert len(shared) == 105
     assert all(np.all(v == i) for i, v in enumerate(shared[text_digest(f"shared {i}")] for i in range(105)))
     assert rows(cache, "PRAGMA journal_mode") == [("wal",)]
+
+
+# -- privacy: the vectors are derived from the user's documents --------------------------------
+
+def _mode(path: Path) -> int:
+    return path.stat().st_mode & 0o777
+
+
+def test_a_new_cache_is_private_whatever_the_umask(tmp_path):
+    import os
+
+    old = os.umask(0o022)
+    try:
+        cache = EmbeddingCache(tmp_path / "fresh")
+        cache.store(KEY, vectors(3))
+    finally:
+        os.umask(old)
+    assert _mode(cache.folder) == 0o700
+    files = [p for p in cache.folder.iterdir()]
+    assert cache.path in files and {p.name for p in files} <= {CACHE_FILE, CACHE_FILE + "-wal", CACHE_FILE + "-shm"}
+    assert all(_mode(p) == 0o600 for p in files), {p.name: oct(_mode(p)) for p in files}
+
+
+def test_looser_modes_found_on_open_are_tightened(tmp_path):
+    folder = tmp_path / "loose"
+    EmbeddingCache(folder).store(KEY, vectors(2))
+    folder.chmod(0o755)
+    (folder / CACHE_FILE).chmod(0o644)
+    cache = EmbeddingCache(folder)
+    assert len(cache.lookup(KEY, list(vectors(2)), dimension=8)) == 2  # still readable by its owner
+    assert _mode(folder) == 0o700 and _mode(folder / CACHE_FILE) == 0o600
+    assert cache.stats()["permissions"][CACHE_FILE] == "0600"
+
+
+def test_a_symlinked_cache_file_is_not_followed(tmp_path):
+    folder = tmp_path / "c"
+    folder.mkdir(mode=0o700)
+    target = tmp_path / "elsewhere.db"
+    (folder / CACHE_FILE).symlink_to(target)
+    cache = EmbeddingCache(folder)
+    cache.store(KEY, vectors(2))
+    assert not target.exists()  # nothing written through the link
+    assert cache.lookup(KEY, list(vectors(2)), dimension=8) == {}
+
+
+def test_a_folder_of_another_user_is_not_used(tmp_path):
+    import os
+
+    if os.getuid() != 0:
+        pytest.skip("needs root to give a folder to another user")
+    folder = tmp_path / "theirs"
+    folder.mkdir(mode=0o777)
+    folder.chmod(0o777)
+    os.chown(folder, 65534, 65534)
+    cache = EmbeddingCache(folder)
+    cache.store(KEY, vectors(2))
+    assert not (folder / CACHE_FILE).exists() and _mode(folder) == 0o777
+
+
+def test_clear_empties_the_cache_and_reports_what_it_deleted(tmp_path):
+    cache = EmbeddingCache(tmp_path / "c")
+    cache.store(KEY, vectors(7, dim=384))
+    before = cache.stats()
+    assert before["entries"] == 7 and before["disk_mb"] > 0
+    assert cache.clear() == 7
+    assert cache.stats()["entries"] == 0 and cache.lookup(KEY, list(vectors(7, dim=384)), dimension=384) == {}
+
+
+def test_the_environment_asks_for_the_cache_only_by_a_folder_or_on(monkeypatch, tmp_path):
+    from meteora_edge.models.embedding_cache import cache_wanted_by_env
+
+    monkeypatch.delenv("METEORA_EDGE_CACHE", raising=False)
+    assert not cache_wanted_by_env()
+    for value, wanted in (("off", False), ("0", False), ("on", True), ("1", True), (str(tmp_path), True)):
+        monkeypatch.setenv("METEORA_EDGE_CACHE", value)
+        assert cache_wanted_by_env() is wanted, value
+    monkeypatch.setenv("METEORA_EDGE_CACHE", "on")
+    assert default_cache_dir() == Path.home() / ".cache" / "meteora-edge"

@@ -54,8 +54,8 @@ def cache_rows(folder: Path) -> int:
         return conn.execute("SELECT count(*) FROM vectors_v1").fetchone()[0]
 
 
-def test_from_bundle_uses_the_default_cache_and_serves_repeats_from_it(bundle):
-    encoder = OnnxEncoder.from_bundle(bundle, precision="fp32")
+def test_from_bundle_uses_the_default_cache_when_asked_and_serves_repeats_from_it(bundle):
+    encoder = OnnxEncoder.from_bundle(bundle, precision="fp32", cache=True)
     assert encoder.cache is not None and encoder.cache.folder == Path.home() / ".cache" / "meteora-edge"
     spy = Counting(encoder)
     first = encoder.encode(CHUNKS)
@@ -138,8 +138,21 @@ def test_cache_off_writes_nothing(bundle, monkeypatch, tmp_path):
         OnnxEncoder.from_bundle(bundle, cache=3)  # type: ignore[arg-type]
 
 
+def test_the_library_writes_nothing_derived_from_texts_unless_asked(bundle, monkeypatch, tmp_path):
+    home_cache = Path.home() / ".cache" / "meteora-edge"
+    for encoder in (OnnxEncoder.from_bundle(bundle), load_encoder(str(bundle))):
+        assert encoder.cache is None
+        encoder.encode(CHUNKS)
+    MeteoraReranker(load_encoder(str(bundle))).filter("who may terminate the agreement", CHUNKS)
+    assert not home_cache.exists()
+    monkeypatch.setenv("METEORA_EDGE_CACHE", "on")  # the environment asks for the default folder
+    assert OnnxEncoder.from_bundle(bundle).cache.folder == home_cache
+    monkeypatch.setenv("METEORA_EDGE_CACHE", str(tmp_path / "asked"))
+    assert OnnxEncoder.from_bundle(bundle).cache.folder == tmp_path / "asked"
+
+
 def test_the_reranker_and_load_encoder_get_the_cache_without_changes(bundle):
-    encoder = load_encoder(str(bundle))
+    encoder = load_encoder(str(bundle), cache=True)
     assert isinstance(encoder, OnnxEncoder) and encoder.cache is not None
     MeteoraReranker(encoder).filter("who may terminate the agreement", CHUNKS)
     assert cache_rows(encoder.cache.folder) >= len(CHUNKS)
