@@ -17,7 +17,7 @@ kNN mode (exact, and each ``--ann`` kind) the pipeline's latency without an LLM 
 rationales with a second hop, cosine rung, BM25 fallback, theta 0.85, 512 tokens), p50/p95 per phase
 and per index call, the recall of ANN kNN against exact kNN, and how often the ANN pipeline
 selects the same passages as the exact one. Milvus Lite gets the same measurements at
-``--milvus-chunks`` (it is pure Python; see the README for the sizes it handles). Everything
+``--milvus-chunks`` (it is pure Python; see docs/scale.md for the sizes it handles). Everything
 is written under ``--work`` (default: a temporary folder under /tmp) and removed at the end.
 """
 

@@ -30,7 +30,7 @@ def choose_precision(available: Iterable[str], cpu: CpuInfo | None = None) -> tu
     """The variant ``precision="auto"`` runs, and why.
 
     Rule (measured with ``benchmarks/encoder_variants.py`` and ``benchmarks/select_latency.py``;
-    see the README): a CPU with int8 dot-product instructions runs ``int8-dot``, about 2× fp32
+    see docs/models.md): a CPU with int8 dot-product instructions runs ``int8-dot``, about 2× fp32
     with retrieval F1 within 0.01 of fp32. Any other CPU runs ``fp32``: there onnxruntime's
     uint8×int8 kernels may saturate (its documentation asks for 7-bit weights without VNNI),
     so ``int8-dot`` is not trusted, and the mixed ``int8`` recipe, though about 8 % faster on

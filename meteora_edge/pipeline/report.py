@@ -138,7 +138,7 @@ def selection_json(
     default_source: str | None = None,
     detail: str = "summary",
 ) -> dict[str, Any]:
-    """The result as the stable JSON object (see the module doc and the README).
+    """The result as the stable JSON object (see the module doc and docs/cli.md).
 
     Args:
         result: what :meth:`EvidencePipeline.run` returned.
