@@ -13,6 +13,8 @@
 #   x86: sse42 (x86-64-v2), haswell (v3, AVX2), skylakex (v4, AVX-512), icelake (AVX512-VNNI),
 #        alderlake (AVX-VNNI), sapphirerapids (AMX)
 #   ARM Linux: armv8.0_1, armv8.2_1 (dot product), armv8.2_2 (+fp16), armv8.6_1 (+i8mm)
+# LLAMA_CPU_VARIANTS=host keeps sse42 and this CPU's own level only (the demo's quick build when
+# no wheel is cached: still portable, since a level is a named instruction set, never -march=native).
 # The kept list is applied to a temporary copy of the sdist's ggml/src/CMakeLists.txt; a CPU
 # between two levels runs the highest level it supports (e.g. a Zen 4 runs icelake).
 #
@@ -21,6 +23,38 @@
 set -euo pipefail
 version=0.3.36
 variants=${LLAMA_CPU_VARIANTS:-"sse42 haswell skylakex icelake alderlake sapphirerapids armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"}
+if [ "$variants" = host ]; then
+  variants=$(python3 - <<'PY'
+flags = set()
+try:
+    for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
+        key, _, value = line.partition(":")
+        if key.strip() in ("flags", "Features"):
+            flags.update(value.lower().split())
+except OSError:
+    pass
+if {"amx_tile", "amx_int8"} <= flags and "avx512_vnni" in flags:
+    level = "sapphirerapids"
+elif "avx512_vnni" in flags and "avx512vbmi" in flags:
+    level = "icelake"
+elif "avx512f" in flags:
+    level = "skylakex"
+elif "avx_vnni" in flags:
+    level = "alderlake"
+elif "avx2" in flags:
+    level = "haswell"
+elif "i8mm" in flags:
+    level = "armv8.6_1"
+elif "asimddp" in flags:
+    level = "armv8.2_1"
+elif "asimd" in flags or "fp" in flags:
+    level = "armv8.0_1"
+else:
+    level = ""
+print(("armv8.0_1 " + level if level.startswith("armv") else "sse42 " + level).strip())
+PY
+)
+fi
 cache=${METEORA_EDGE_WHEEL_CACHE:-$HOME/.cache/meteora-edge/wheels}
 key=$(printf '%s' "$variants" | tr -s ' ' '\n' | sort | sha256sum | cut -c1-10)
 folder="$cache/cpu-variants-$version-$key"
