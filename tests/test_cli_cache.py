@@ -91,7 +91,7 @@ def test_index_build_and_eval_fill_the_cache(tmp_path, bundle):
 
 def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path, bundle, chunks_file, monkeypatch):
     vnni = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2", "avx512_vnni"}), source="test")
-    plain = CpuInfo(model="test", machine="x86_64", flags=frozenset({"avx2"}), source="test")
+    plain = CpuInfo(model="test", machine="x86_64", flags=frozenset({"sse4_2", "avx"}), source="test")  # no AVX2
     monkeypatch.setattr(precision, "cpu_info", lambda: vnni)
     out = run("select", "--chunks", str(chunks_file), "-q", "fees", "--bundle", str(bundle), "--trace")
     data = json.loads(out.stdout)
@@ -102,7 +102,7 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
     doc = tmp_path / "doc.txt"
     doc.write_text(" ".join(CHUNKS * 3))
     assert run("index", "build", str(doc), "--out", str(tmp_path / "idx"), "--chunk-size", "6",
-               "--bundle", str(bundle)).exit_code == 0  # built with fp32 on a CPU without VNNI
+               "--bundle", str(bundle)).exit_code == 0  # built with fp32 on a CPU without VNNI or AVX2
     monkeypatch.setattr(precision, "cpu_info", lambda: vnni)  # ... and queried on one with it
     out = run("select", "--index", str(tmp_path / "idx"), "-q", "fees", "--bundle", str(bundle), "--trace")
     assert out.exit_code == 0, out.output
@@ -113,7 +113,7 @@ def test_auto_precision_follows_the_cpu_and_an_index_keeps_its_variant(tmp_path,
 
 def test_doctor_states_the_cache_and_the_chosen_precision(tmp_path, bundle, monkeypatch):
     monkeypatch.setattr(precision, "cpu_info",
-                        lambda: CpuInfo(model="t", machine="x86_64", flags=frozenset({"avx2"}), source="test"))
+                        lambda: CpuInfo(model="t", machine="x86_64", flags=frozenset({"sse4_2"}), source="test"))
     cache = tmp_path / "cache"
     result = run("doctor", "--bundle", str(bundle), "--no-probe", env={"METEORA_EDGE_CACHE": str(cache)})
     assert result.exit_code == 0, result.output
