@@ -12,9 +12,12 @@ import click
 from meteora_edge import __version__
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.evaluation import (
+    BREAKDOWNS,
     LLM_METHODS,
     CachedEncoder,
     SharedLLMRoles,
+    breakdown,
+    breakdown_table,
     build_method,
     evaluate,
     load_hotpot,
@@ -49,10 +52,12 @@ DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", 
               help="The GGUF model's rationale prompt: one rationale per hop, or METEORA's general few-shot prompt.")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write the JSON report here.")
 @click.option("--plot", "plot_file", type=click.Path(dir_okay=False), default=None, help="Write an F1-vs-tokens PNG here.")
+@click.option("--by", "by", type=click.Choice(BREAKDOWNS), multiple=True,
+              help="Also print F1 per group (the item's group, or HotpotQA's type) or per number of gold items; repeatable.")
 @click.option("--per-question", is_flag=True, help="Include every question's selection in the JSON report.")
 def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: int | None, tokenizer: str | None,
                  bundle: str | None, threads: int, precision: str, llm_threads: int, num_rationales: int, rationale_prompt: str, output: str | None,
-                 plot_file: str | None, per_question: bool) -> None:
+                 plot_file: str | None, by: tuple[str, ...], per_question: bool) -> None:
     """Measure how much gold evidence each method keeps and how many tokens it spends."""
     if output:
         check_output_path(output)
@@ -87,6 +92,10 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
         reports = evaluate(questions, built, token_counter=counter, progress=progress)
     yes_no = sum(q.answer.strip().lower() in ("yes", "no") for q in questions)
     click.echo(report_table(reports, skipped_yes_no=yes_no))
+    tables = [breakdown(questions, reports, b) for b in by]
+    for table in tables:
+        click.echo("")
+        click.echo(breakdown_table(table))
     click.echo(f"(latencies exclude embedding the question and its candidates: {embed_ms:.1f} ms per question, "
                f"done once for all methods with {encoder.identity})")
     cpu = cpu_info()
@@ -103,6 +112,8 @@ def eval_command(data_file: str, level: str, methods: tuple[str, ...], limit: in
     }
     if output:
         report = {"meta": meta, "methods": [r.to_dict(with_questions=per_question) for r in reports]}
+        if tables:
+            report["breakdowns"] = tables
         write_text_atomic(output, json.dumps(report, indent=2) + "\n")
         click.echo(f"wrote {output}", err=True)
     if plot_file:

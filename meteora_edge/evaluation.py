@@ -42,7 +42,7 @@ from .selection.stages import cosine_matrix, fuse_scores, top_k_indices
 
 __all__ = [
     "EvalQuestion", "CachedEncoder", "SharedLLMRoles", "load_hotpot", "build_method", "evaluate", "MethodReport",
-    "LLM_METHODS", "SelectionMetrics", "precision_recall_f1",
+    "LLM_METHODS", "SelectionMetrics", "precision_recall_f1", "BREAKDOWNS", "group_key", "breakdown", "breakdown_table",
 ]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify", "pipeline-llm")
@@ -88,6 +88,7 @@ class EvalQuestion:
     answer: str
     candidates: list[str]
     gold: frozenset[int]
+    group: str | None = None
 
 
 def _fail(position: int, item: object, problem: str) -> InputError:
@@ -155,7 +156,8 @@ def _question(position: int, item: object, level: str) -> EvalQuestion:
             raise _fail(position, item, f"supporting fact ({title!r}, {sent_id!r}) points outside its paragraph")
         gold.add(paragraph_of[title] if level == "paragraph" else where[(title, sent_id)])
     qid = str(item.get("id", item.get("_id", position)))
-    return EvalQuestion(qid, item["question"], item["answer"], candidates, frozenset(gold))
+    group = item.get("type") if isinstance(item.get("type"), str) else None
+    return EvalQuestion(qid, item["question"], item["answer"], candidates, frozenset(gold), group)
 
 
 Method = Callable[[EvalQuestion], list[int]]
@@ -475,6 +477,60 @@ def report_table(reports: Sequence[MethodReport], *, skipped_yes_no: int) -> str
             f"{r.tokens:7.1f} {answer:>7} {r.latency_ms_p50:8.2f}"
         )
     lines.append(f"(answer containment skips {skipped_yes_no} yes/no questions)")
+    return "\n".join(lines)
+
+
+BREAKDOWNS = ("group", "gold-count")
+_MANY_GOLD = 6  # gold counts from here on share one row
+
+
+def group_key(question: EvalQuestion, by: str) -> str:
+    """The row of a breakdown table a question falls in: its group, or its number of gold items.
+
+    Gold counts of 6 and more share the row ``6+``; a question without a group is ``-``.
+
+    Raises:
+        ConfigError: ``by`` is not ``group`` or ``gold-count``.
+    """
+    if by == "group":
+        return question.group or "-"
+    if by == "gold-count":
+        n = len(question.gold)
+        return f"{_MANY_GOLD}+" if n >= _MANY_GOLD else str(n)
+    raise ConfigError(f"by must be one of {list(BREAKDOWNS)}, got {by!r}")
+
+
+def breakdown(questions: Sequence[EvalQuestion], reports: Sequence[MethodReport], by: str) -> dict[str, Any]:
+    """Macro-averages per group of questions, per method, from the reports of :func:`evaluate`.
+
+    Returns:
+        ``{"by": by, "groups": [{"group", "questions", "methods": {spec: {"precision", "recall",
+        "f1", "all_gold", "items", "tokens"}}}]}``, groups in natural order (gold counts by number).
+    """
+    keys = [group_key(q, by) for q in questions]
+    order = sorted(set(keys), key=lambda k: (0, int(k.rstrip("+")), k) if k.rstrip("+").isdigit() else (1, 0, k))
+    groups = []
+    for key in order:
+        rows = [i for i, k in enumerate(keys) if k == key]
+        methods = {}
+        for report in reports:
+            picked = [report.per_question[i] for i in rows]
+            methods[report.method] = {name: round(float(np.mean([r[name] for r in picked])), 4)
+                                      for name in ("precision", "recall", "f1", "all_gold", "items", "tokens")}
+        groups.append({"group": key, "questions": len(rows), "methods": methods})
+    return {"by": by, "groups": groups}
+
+
+def breakdown_table(table: dict[str, Any]) -> str:
+    """The terminal form of :func:`breakdown`: F1 per method (rows) and group (columns)."""
+    groups = table["groups"]
+    labels = [f"{g['group']} (n={g['questions']})" for g in groups]
+    width = max(8, *(len(label) for label in labels))
+    methods = list(groups[0]["methods"]) if groups else []
+    head = f"{'F1 by ' + table['by']:<28}" + "".join(f" {label:>{width}}" for label in labels)
+    lines = [head, "-" * len(head)]
+    for spec in methods:
+        lines.append(f"{spec:<28}" + "".join(f" {g['methods'][spec]['f1']:>{width}.3f}" for g in groups))
     return "\n".join(lines)
 
 
