@@ -142,7 +142,7 @@ def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
     def no_work(*args, **kwargs):
         raise AssertionError("the evaluation started before the options were checked")
 
-    monkeypatch.setattr(command, "load_hotpot", no_work)
+    monkeypatch.setattr(command, "load_questions", no_work)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     data = tmp_path / "data.json"
