@@ -24,6 +24,7 @@ from meteora_edge.evaluation import (
     build_corpus_method,
     build_method,
     corpus_index,
+    corpus_method_config,
     data_layout,
     evaluate,
     evaluate_corpus,
@@ -149,6 +150,8 @@ def _eval_corpus(folder: str, split: str, index_path: str | None, chunk_size: in
     if llm:
         raise InputError(f"--method {llm[0]}: the GGUF model's methods do not run at corpus level yet; "
                          "use topk-cosine:K, topk-hybrid:K, bm25:K, meve or pipeline")
+    for spec in specs:  # every spec is checked before the corpus is read and indexed
+        corpus_method_config(spec)
     started = time.perf_counter()
     data = load_beir(folder, split=split, limit=limit)
     encoder = encoder_from_options(bundle, threads, precision)

@@ -24,7 +24,7 @@ corpus-level run over an index).
 """
 
 from .beir import BeirData, CorpusQuery, load_beir
-from .corpus import CorpusRun, build_corpus_method, corpus_index, evaluate_corpus, retrieval_table, temporary_index
+from .corpus import CorpusRun, build_corpus_method, corpus_index, corpus_method_config, evaluate_corpus, retrieval_table, temporary_index
 from .datasets import EvalQuestion, data_layout, load_hotpot, load_jsonl, load_questions
 from .methods import LLM_METHODS, CachedEncoder, Method, SharedLLMRoles, build_method
 from .metrics import SelectionMetrics, ndcg_at_k, precision_recall_f1, recall_at_k
@@ -42,7 +42,7 @@ from .report import (
 
 __all__ = [
     "BeirData", "CorpusQuery", "load_beir",
-    "CorpusRun", "build_corpus_method", "corpus_index", "evaluate_corpus", "retrieval_table", "temporary_index",
+    "CorpusRun", "build_corpus_method", "corpus_index", "corpus_method_config", "evaluate_corpus", "retrieval_table", "temporary_index",
     "EvalQuestion", "data_layout", "load_hotpot", "load_jsonl", "load_questions",
     "LLM_METHODS", "CachedEncoder", "Method", "SharedLLMRoles", "build_method",
     "SelectionMetrics", "ndcg_at_k", "precision_recall_f1", "recall_at_k",

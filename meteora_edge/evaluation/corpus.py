@@ -37,7 +37,7 @@ from .methods import TOPK_SCORING, pipeline_method_config, topk_k
 from .metrics import ndcg_at_k, precision_recall_f1, recall_at_k
 from .report import MethodReport
 
-__all__ = ["CorpusRun", "CorpusMethod", "build_corpus_method", "corpus_index", "evaluate_corpus",
+__all__ = ["CorpusRun", "CorpusMethod", "build_corpus_method", "corpus_method_config", "corpus_index", "evaluate_corpus",
            "retrieval_table", "temporary_index", "CORPUS_METHODS"]
 
 CORPUS_METHODS = ("topk-cosine:K", "topk-hybrid:K", "bm25:K", "meve[:settings]", "pipeline[:settings]")
@@ -57,9 +57,8 @@ class CorpusRun:
 CorpusMethod = Callable[[str], CorpusRun]
 
 
-def build_corpus_method(spec: str, index: Any, encoder: EncoderLike, *,
-                        token_counter: TokenCounter | None = None) -> CorpusMethod:
-    """Turn a method spec into a function ``query -> CorpusRun`` over ``index``.
+def corpus_method_config(spec: str) -> tuple[PipelineConfig, int | None]:
+    """The pipeline settings a corpus-level method runs with, and how many of its chunks it keeps (None: all).
 
     The baselines run the pipeline's own candidate stage (``k_init`` of the default
     configuration, or K when larger) with their scoring and keep its first K.
@@ -70,13 +69,21 @@ def build_corpus_method(spec: str, index: Any, encoder: EncoderLike, *,
     name = spec.partition(":")[0]
     if name in TOPK_SCORING:
         k = topk_k(spec)
-        config = PipelineConfig(k_init=max(k, PipelineConfig().k_init), scoring=TOPK_SCORING[name], rationales="query",
-                                use_ecse=False, verification="none", n_min=None, theta_redundancy=None, t_max=None)
-        keep: int | None = k
-    elif name in ("meve", "pipeline"):
-        config, keep = pipeline_method_config(spec), None
-    else:
-        raise ConfigError(f"method {spec!r} does not run over an index; at corpus level use {', '.join(CORPUS_METHODS)}")
+        return PipelineConfig(k_init=max(k, PipelineConfig().k_init), scoring=TOPK_SCORING[name], rationales="query",
+                              use_ecse=False, verification="none", n_min=None, theta_redundancy=None, t_max=None), k
+    if name in ("meve", "pipeline"):
+        return pipeline_method_config(spec), None
+    raise ConfigError(f"method {spec!r} does not run over an index; at corpus level use {', '.join(CORPUS_METHODS)}")
+
+
+def build_corpus_method(spec: str, index: Any, encoder: EncoderLike, *,
+                        token_counter: TokenCounter | None = None) -> CorpusMethod:
+    """Turn a method spec into a function ``query -> CorpusRun`` over ``index`` (see :func:`corpus_method_config`).
+
+    Raises:
+        ConfigError: a method that does not run over an index, or a bad K or setting.
+    """
+    config, keep = corpus_method_config(spec)
     pipe = EvidencePipeline(config, encoder=encoder, index=index, token_counter=token_counter)
 
     def run(query: str) -> CorpusRun:
@@ -171,7 +178,7 @@ def evaluate_corpus(
                 "items": len(run.selected), "tokens": sum(counter.count(run.texts)) if run.texts else 0, "ms": ms,
                 "recall@10": recall_at_k(ranked, q.gold, _NDCG_AT), "recall@pool": recall_at_k(ranked, q.gold, max(len(ranked), 1)),
                 "recall@candidates": recall_at_k(sorted(set(sources(run.candidates))), q.gold, max(len(run.candidates), 1)),
-                "ndcg@10": ndcg_at_k(ranked, q.relevance, _NDCG_AT),
+                "ndcg@10": ndcg_at_k(ranked, q.relevance, _NDCG_AT), "ranked": ranked[:_NDCG_AT],
             })
             done += 1
             if progress:
