@@ -127,8 +127,10 @@ def test_cli_reads_jsonl_and_refuses_level_split_and_index_for_a_file(tmp_path):
     assert not (tmp_path / "never.json").exists()
 
 
-@pytest.mark.parametrize("level", ["sentence", "paragraph"])
-def test_the_hotpot_layout_and_its_jsonl_conversion_give_the_same_numbers(dev_data, tmp_path, level):
+@pytest.mark.parametrize("fixture, level", [("dev_data", "sentence"), ("dev_data", "paragraph"),
+                                            ("contract_dev_data", "sentence")])
+def test_the_hotpot_layout_and_its_jsonl_conversion_give_the_same_numbers(request, tmp_path, fixture, level):
+    dev_data = request.getfixturevalue(fixture)
     converted = tmp_path / "dev.jsonl"
     converter().main([str(dev_data), str(converted), "--layout", "jsonl", "--level", level, "--limit", "20"])
     original, copy = load_questions(str(dev_data), level=level, limit=20), load_questions(str(converted))
