@@ -97,8 +97,9 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
     if layout == "beir":
         if level is not None:
             raise InputError("--level applies to the HotpotQA layout only; a BEIR folder's documents are its candidates")
-        _eval_corpus(data_path, split or "test", index_path, chunk_size, methods, limit, tokenizer, bundle, threads,
-                     precision, output, plot_file, by, per_question)
+        _eval_corpus(data_path, split=split or "test", index_path=index_path, chunk_size=chunk_size, methods=methods,
+                     limit=limit, tokenizer=tokenizer, bundle=bundle, threads=threads, precision=precision,
+                     output=output, plot_file=plot_file, by=by, per_question=per_question)
         return
     for flag, value in (("--split", split), ("--index", index_path)):
         if value is not None:
@@ -141,7 +142,7 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
            title=f"{len(questions)} questions, {meta['level'] or layout}, {encoder.identity}")
 
 
-def _eval_corpus(folder: str, split: str, index_path: str | None, chunk_size: int, methods: tuple[str, ...],
+def _eval_corpus(folder: str, *, split: str, index_path: str | None, chunk_size: int, methods: tuple[str, ...],
                  limit: int | None, tokenizer: str | None, bundle: str | None, threads: int, precision: str,
                  output: str | None, plot_file: str | None, by: tuple[str, ...], per_question: bool) -> None:
     """``eval --data DIR``: every query through the pipeline over one index of the corpus."""

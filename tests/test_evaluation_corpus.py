@@ -168,6 +168,11 @@ def test_cli_builds_then_reuses_the_index_and_refuses_an_index_of_another_corpus
     other = make_beir(tmp_path / "other", corpus=CORPUS[:4], qrels=QRELS[:5])
     result = CliRunner().invoke(main, ["eval", "--data", other, "--index", index, "--no-cache"])
     assert result.exit_code == 1 and "does not hold the corpus" in result.output and "Traceback" not in result.output
+    (tmp_path / "notes").mkdir()
+    (tmp_path / "notes" / "todo.txt").write_text("keep me")
+    result = CliRunner().invoke(main, ["eval", "--data", folder, "--index", str(tmp_path / "notes")])
+    assert result.exit_code == 1 and "refusing to touch it" in result.output
+    assert (tmp_path / "notes" / "todo.txt").read_text() == "keep me"
 
 
 @pytest.mark.parametrize("flags, message", [

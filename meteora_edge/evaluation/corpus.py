@@ -111,7 +111,12 @@ def corpus_index(data: BeirData, encoder: EncoderLike, path: str, *, chunk_size:
     """
     from pathlib import Path
 
-    if target_state(Path(path)) == "index":
+    try:
+        state = target_state(Path(path))
+    except InputError:
+        raise InputError(f"{path} is neither an index nor a missing or empty folder; refusing to touch it, "
+                         "give another index folder") from None
+    if state == "index":
         index = LocalIndex.load(path, encoder=encoder)
         sources = {r["source"] for r in index.records(range(len(index)))}
         corpus = {d.source_id for d in data.documents}
@@ -119,7 +124,7 @@ def corpus_index(data: BeirData, encoder: EncoderLike, path: str, *, chunk_size:
             extra, missing = len(sources - corpus), len(corpus - sources)
             raise InputError(f"the index {path} does not hold the corpus of {data.folder} ({extra} of its documents "
                              f"are not in corpus.jsonl, {missing} corpus documents are not in it); give another "
-                             "--index or remove it")
+                             "index folder or remove this one")
         return index, False
     return LocalIndex.build(path, data.documents, encoder, chunk_size=chunk_size, progress=progress), True
 
