@@ -111,3 +111,11 @@ def dev_data() -> Path:
     from repo_paths import require_dev_data
 
     return require_dev_data()
+
+
+@pytest.fixture
+def contract_dev_data() -> Path:
+    """The ContractNLI dev file beside the checkout (skips without it; fails in CI)."""
+    from repo_paths import CONTRACT_DEV_DATA, require_dev_data
+
+    return require_dev_data(CONTRACT_DEV_DATA)

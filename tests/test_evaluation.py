@@ -142,7 +142,7 @@ def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
     def no_work(*args, **kwargs):
         raise AssertionError("the evaluation started before the options were checked")
 
-    monkeypatch.setattr(command, "load_hotpot", no_work)
+    monkeypatch.setattr(command, "load_questions", no_work)
     real = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "matplotlib" else real(name, *a))
     data = tmp_path / "data.json"
@@ -152,3 +152,49 @@ def test_eval_checks_plot_and_output_before_any_work(monkeypatch, tmp_path):
     assert 'pip install "meteora-edge[plot]"' in result.output
     result = CliRunner().invoke(main, ["eval", "--data", str(data), "-o", str(tmp_path / "no" / "r.json")])
     assert result.exit_code == 1 and "does not exist" in result.output
+
+
+def test_gold_count_and_group_breakdown_average_each_groups_own_questions():
+    from meteora_edge.evaluation import breakdown, breakdown_table
+
+    questions = [
+        EvalQuestion("a", "q", "", ["x", "y", "z"], frozenset({0}), "bridge"),
+        EvalQuestion("b", "q", "", ["x", "y", "z"], frozenset({0, 1}), "bridge"),
+        EvalQuestion("c", "q", "", ["x", "y", "z"], frozenset({1, 2}), "comparison"),
+        EvalQuestion("d", "q", "", ["x", "y", "z"], frozenset(range(3)), None),
+    ]
+    (report,) = evaluate(questions, {"first": lambda _: [0]})
+    by_count = breakdown(questions, [report], "gold-count")
+    assert [(g["group"], g["questions"]) for g in by_count["groups"]] == [("1", 1), ("2", 2), ("3", 1)]
+    two = by_count["groups"][1]["methods"]["first"]  # b: P 1, R 0.5, F1 2/3; c: all 0
+    assert two["recall"] == 0.25 and two["f1"] == round(1 / 3, 4) and two["items"] == 1
+    by_group = breakdown(questions, [report], "group")
+    assert [(g["group"], g["questions"]) for g in by_group["groups"]] == [("-", 1), ("bridge", 2), ("comparison", 1)]
+    assert by_group["groups"][1]["methods"]["first"]["f1"] == round((1 + 2 / 3) / 2, 4)
+    table = breakdown_table(by_count)
+    assert "F1 by gold-count" in table and "2 (n=2)" in table and "0.333" in table
+
+
+def test_gold_counts_from_six_share_a_row():
+    from meteora_edge.evaluation import group_key
+
+    many = [EvalQuestion(str(n), "q", "", ["c"] * 9, frozenset(range(n))) for n in (5, 6, 9)]
+    assert [group_key(q, "gold-count") for q in many] == ["5", "6+", "6+"]
+    with pytest.raises(ConfigError, match="gold-count"):
+        group_key(many[0], "size")
+
+
+@pytest.mark.parametrize("fixture, groups", [("dev_data", {"bridge", "comparison"}),
+                                             ("contract_dev_data", {"entailment", "contradiction"})])
+def test_cli_eval_by_gold_count_and_group_on_both_dev_sets(request, tmp_path, fixture, groups):
+    data = request.getfixturevalue(fixture)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["eval", "--data", str(data), "--limit", "12", "--method", "bm25:2",
+                                       "--by", "gold-count", "--by", "group", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert "F1 by gold-count" in result.output and "F1 by group" in result.output
+    by_count, by_group = json.loads(out.read_text())["breakdowns"]
+    assert sum(g["questions"] for g in by_count["groups"]) == 12
+    assert {g["group"] for g in by_group["groups"]} <= groups
+    counts = [int(g["group"].rstrip("+")) for g in by_count["groups"]]
+    assert counts == sorted(counts)

@@ -1,0 +1,146 @@
+"""Per-query JSONL beside the HotpotQA layout: reading, automatic detection, errors with file and line, the round trip."""
+
+import importlib.util
+import json
+
+import pytest
+from click.testing import CliRunner
+
+from meteora_edge import HashingEncoder
+from meteora_edge.cli.main import main
+from meteora_edge.errors import ConfigError, InputError
+from meteora_edge.evaluation import build_method, data_layout, evaluate, load_hotpot, load_jsonl, load_questions
+
+from repo_paths import EXAMPLES
+
+HOTPOT_ITEM = {
+    "question": "Which city is the tower in?", "answer": "Paris", "type": "bridge",
+    "context": {"title": ["Tower", "River"], "sentences": [["The tower is in Paris.", " It is tall."], ["The Seine flows."]]},
+    "supporting_facts": {"title": ["Tower"], "sent_id": [0]},
+}
+LINES = [
+    {"query": "Who may terminate?", "candidates": ["Either party may terminate.", "Fees are monthly."], "gold": [0]},
+    {"id": "q2", "query": "When are fees due?", "group": "fees", "answer": "monthly",
+     "candidates": [{"id": "c1", "text": "Fees are due monthly.", "metadata": {"page": 2}}, {"id": "c2", "text": "Notice."}],
+     "gold": ["c1"]},
+]
+
+
+def converter():
+    spec = importlib.util.spec_from_file_location("convert_eval_data", EXAMPLES / "convert_eval_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def write_lines(tmp_path, lines, name="data.jsonl"):
+    path = tmp_path / name
+    path.write_text("".join((line if isinstance(line, str) else json.dumps(line)) + "\n" for line in lines))
+    return str(path)
+
+
+def test_jsonl_reads_string_and_object_candidates_with_ids_or_positions(tmp_path):
+    first, second = load_jsonl(write_lines(tmp_path, LINES))
+    assert (first.qid, first.question, first.candidates, first.gold, first.group) == (
+        "0", "Who may terminate?", ["Either party may terminate.", "Fees are monthly."], {0}, None)
+    assert (second.qid, second.candidates, second.gold, second.answer, second.group) == (
+        "q2", ["Fees are due monthly.", "Notice."], {0}, "monthly", "fees")
+
+
+def test_the_layout_is_told_by_the_content_not_the_name(tmp_path):
+    hot_list = tmp_path / "a.txt"
+    hot_list.write_text(json.dumps([HOTPOT_ITEM], indent=2))
+    hot_data = tmp_path / "b.data"
+    hot_data.write_text(json.dumps({"data": [HOTPOT_ITEM]}, indent=2))
+    one_line = write_lines(tmp_path, LINES[:1], name="c.json")
+    many = write_lines(tmp_path, LINES, name="d.json")
+    assert [data_layout(str(p)) for p in (hot_list, hot_data, one_line, many, tmp_path)] == [
+        "hotpotqa", "hotpotqa", "jsonl", "jsonl", "beir"]
+    assert load_questions(str(hot_list))[0].candidates == load_hotpot(str(hot_list))[0].candidates
+    assert load_questions(str(hot_data), level="paragraph")[0].candidates == ["Tower: The tower is in Paris. It is tall.",
+                                                                              "River: The Seine flows."]
+    assert [q.qid for q in load_questions(many)] == ["0", "q2"]
+    assert len(load_questions(many, limit=1)) == 1
+    with pytest.raises(ConfigError, match="level applies to the HotpotQA layout only"):
+        load_questions(many, level="sentence")
+    with pytest.raises(InputError, match="does not exist"):
+        data_layout(str(tmp_path / "missing.jsonl"))
+
+
+GOOD = {"query": "q", "candidates": ["a", {"id": "x", "text": "b"}], "gold": [0]}
+
+
+@pytest.mark.parametrize("line, message", [
+    ({**GOOD, "query": "  "}, "'query' must be a non-empty string"),
+    ({**GOOD, "gold": [5]}, "gold 5 is not among the candidates' ids (0, 'x')"),
+    ({**GOOD, "gold": ["0"]}, "gold '0' is not among"),
+    ({**GOOD, "gold": []}, "'gold' must be a non-empty list"),
+    ({**GOOD, "candidates": ["a", {"id": 0, "text": "b"}]}, "candidates 0 and 1 share the id 0"),
+    ({**GOOD, "candidates": []}, "'candidates' must be a non-empty list"),
+    ({**GOOD, "candidates": ["a", {"id": "x", "text": " "}]}, "candidate 1 has no text"),
+    ({**GOOD, "candidates": ["a", 7]}, "candidate 1 must be a string or an {id, text} object"),
+    ({**GOOD, "candidates": ["a", {"id": "x", "body": "b"}]}, "candidate 1 has unknown key(s) ['body']"),
+    ({k: v for k, v in GOOD.items() if k != "gold"}, "missing key 'gold'"),
+    ({**GOOD, "question": "q"}, "unknown key(s) ['question']"),
+    ({**GOOD, "answer": 3}, "'answer' must be a string"),
+    ([1, 2], "must be a JSON object"),
+    ('{"query": "q", "candidates": [', "line 2 is not valid JSON"),
+])
+def test_each_bad_line_is_one_error_naming_file_and_line(tmp_path, line, message):
+    path = write_lines(tmp_path, [GOOD, line])
+    with pytest.raises(InputError) as info:
+        load_jsonl(path)
+    assert f"{path} line 2" in str(info.value) and message in str(info.value)
+
+
+def test_duplicate_question_ids_name_both_lines(tmp_path):
+    path = write_lines(tmp_path, [{**GOOD, "id": "a"}, "", {**GOOD, "id": "a"}])
+    with pytest.raises(InputError, match=r"line 3: duplicate id 'a' \(first on line 1\)"):
+        load_jsonl(path)
+    with pytest.raises(InputError, match="holds no questions"):
+        load_jsonl(write_lines(tmp_path, ["", " "]))
+
+
+def test_hotpot_errors_name_the_file_too(tmp_path):
+    path = tmp_path / "h.json"
+    path.write_text(json.dumps([HOTPOT_ITEM, {**HOTPOT_ITEM, "question": ""}]))
+    with pytest.raises(InputError, match=f"{path}: question 1 \\(''\\): 'question' must be"):
+        load_questions(str(path))
+
+
+def test_cli_reads_jsonl_and_refuses_level_split_and_index_for_a_file(tmp_path):
+    path = write_lines(tmp_path, LINES)
+    out = tmp_path / "r.json"
+    result = CliRunner().invoke(main, ["eval", "--data", path, "--method", "bm25:1", "--by", "group", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    report = json.loads(out.read_text())
+    assert report["meta"]["layout"] == "jsonl" and report["methods"][0]["f1"] == 1.0
+    assert [g["group"] for g in report["breakdowns"][0]["groups"]] == ["-", "fees"]
+    for flags, message in ((["--level", "sentence"], "--level applies to the HotpotQA layout only"),
+                           (["--split", "dev"], "--split applies to a BEIR folder only"),
+                           (["--index", str(tmp_path / "ix")], "--index applies to a BEIR folder only")):
+        result = CliRunner().invoke(main, ["eval", "--data", path, *flags])
+        assert result.exit_code == 1 and message in result.output and "Traceback" not in result.output
+    bad = write_lines(tmp_path, [GOOD, {**GOOD, "gold": ["y"]}], name="bad.jsonl")
+    result = CliRunner().invoke(main, ["eval", "--data", bad, "-o", str(tmp_path / "never.json")])
+    assert result.exit_code == 1 and f"{bad} line 2: gold 'y'" in result.output and len(result.output.splitlines()) == 1
+    assert not (tmp_path / "never.json").exists()
+
+
+@pytest.mark.parametrize("fixture, level", [("dev_data", "sentence"), ("dev_data", "paragraph"),
+                                            ("contract_dev_data", "sentence")])
+def test_the_hotpot_layout_and_its_jsonl_conversion_give_the_same_numbers(request, tmp_path, fixture, level):
+    dev_data = request.getfixturevalue(fixture)
+    converted = tmp_path / "dev.jsonl"
+    converter().main([str(dev_data), str(converted), "--layout", "jsonl", "--level", level, "--limit", "20"])
+    original, copy = load_questions(str(dev_data), level=level, limit=20), load_questions(str(converted))
+    assert [(q.qid, q.question, q.candidates, q.gold, q.group, q.answer) for q in original] == [
+        (q.qid, q.question, q.candidates, q.gold, q.group, q.answer) for q in copy]
+    enc = HashingEncoder()
+    specs = ["topk-cosine:3", "bm25:2", "topk-hybrid:2", "ecse", "pipeline"]
+    a = evaluate(original, {s: build_method(s, enc) for s in specs})
+    b = evaluate(copy, {s: build_method(s, enc) for s in specs})
+    for x, y in zip(a, b):
+        assert [r["selected"] for r in x.per_question] == [r["selected"] for r in y.per_question]
+        assert (x.precision, x.recall, x.f1, x.all_gold, x.tokens) == (y.precision, y.recall, y.f1, y.all_gold, y.tokens)
+    assert len({round(r.f1, 6) for r in a}) > 1  # the methods differ, so equal rows mean equal inputs
