@@ -11,7 +11,7 @@ import click
 
 from meteora_edge.documents import check_unicode, document_texts
 from meteora_edge.errors import InputError
-from meteora_edge.fileio import read_chunks_file, write_text_atomic
+from meteora_edge.fileio import read_chunks_file, source_name, write_text_atomic
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
@@ -46,7 +46,8 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 
 
 @click.command()
-@click.option("--chunks", "chunks_file", default=None, help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks.")
+@click.option("--chunks", "chunks_file", default=None,
+              help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks (- reads standard input).")
 @click.option("--index", "index_dir", default=None, help=INDEX_HELP)
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
@@ -215,7 +216,8 @@ def select(
     # 3. run and print
     result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
     text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
-                         chunks_file=chunks_file, compact=compact, ascii_json=not output and not stdout_is_unicode())
+                         chunks_file=source_name(chunks_file) if chunks_file else None, compact=compact,
+                         ascii_json=not output and not stdout_is_unicode())
     if output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)
