@@ -18,7 +18,8 @@ from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
-from .index_location import check_encoder, open_index, quiet_milvus_logs
+from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
+from .output import emit_json
 
 
 @contextmanager
@@ -127,7 +128,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
         if location is None:
             built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                      batch_size=batch_size, overwrite=overwrite, progress=progress,
-                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None)
+                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
             where = out
         else:
             from meteora_edge.index.milvus_index import MilvusIndex
@@ -158,6 +159,7 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     """
     documents, skipped = _read(inputs, strict)
     current = open_index(index_dir)
+    bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
     check_encoder(current, encoder, index_dir)
     fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
@@ -185,3 +187,51 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
 def info(index_dir: str) -> None:
     """Describe an index folder (after checking every file) or a milvus:// collection."""
     click.echo(json.dumps(open_index(index_dir).info(), indent=2))  # type: ignore[attr-defined]
+
+
+@index.command("search")
+@click.argument("index_dir", metavar="INDEX")
+@click.option("--query", "-q", required=True, help="The question.")
+@click.option("-k", "k", type=click.IntRange(min=1, max=10_000), default=10, show_default=True, help="Chunks to return.")
+@click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default="hybrid", show_default=True,
+              help="Rank by cosine + BM25 standardised and added (hybrid), cosine alone or BM25 alone.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+@bundle_option
+@threads_option
+@precision_option
+@cache_option
+def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bundle: str | None, threads: int,
+           precision: str) -> None:
+    """Retrieval only: the K best chunks of INDEX for a query, with their scores (no selection).
+
+    The index's own analyser (BM25) and encoder are used: the bundle the index was built
+    with unless --bundle is given. The candidates and order are those 'select --index'
+    starts from.
+
+    \b
+    Examples:
+      meteora-edge index search corpus.idx -q "who may terminate the agreement?"
+      meteora-edge index search corpus.idx -q "late fees" -k 3 --json
+    """
+    from meteora_edge.documents import check_unicode
+    from meteora_edge.pipeline.retrieval import search as search_index
+
+    check_unicode(query, "--query")
+    if not query.strip():
+        raise InputError("--query must not be empty")
+    current = open_index(index_dir)
+    bundle = index_bundle(current, bundle, index_dir)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    check_encoder(current, encoder, index_dir)
+    hits = search_index(current, encoder, query, k=k, scoring=scoring)
+    if as_json:
+        emit_json({"query": query, "index": index_dir, "encoder": current.encoder_id, "scoring": scoring,
+                   "hits": [h.to_dict() for h in hits]}, output=None, compact=False)
+        return
+    if not hits:
+        click.echo(f"no chunk of {index_dir} matches the query", err=True)
+    for rank, hit in enumerate(hits, start=1):
+        lexical = "" if hit.lexical is None else f" bm25 {hit.lexical:.3f}"
+        source = hit.record.get("source") or hit.record.get("metadata", {}).get("source") or ""
+        click.echo(f"{rank:>3}. [{hit.id}] score {hit.score:.3f} (cosine {hit.dense:.3f}{lexical}) {source}")
+        click.echo("     " + " ".join(hit.text.split())[:300])

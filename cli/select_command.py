@@ -28,7 +28,7 @@ from .encoder_option import (
     threads_option,
     tokenizer_option,
 )
-from .index_location import INDEX_HELP, check_encoder, open_index
+from .index_location import INDEX_HELP, check_encoder, index_bundle, open_index
 from .output import check_output_path, stdout_is_unicode
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
@@ -193,6 +193,8 @@ def select(
     )
     counter = load_token_counter(tokenizer)
     index = open_index(index_dir) if index_dir else None
+    if index is not None:
+        bundle = index_bundle(index, bundle, index_dir)  # type: ignore[arg-type]
     check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
     check_llm_bundle(bundle, generate=llm_rerank, verify=False, role="--llm-rerank needs a GGUF model")
 
