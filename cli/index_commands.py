@@ -1,11 +1,9 @@
-"""``meteora-edge index build|add|info``: the local corpus index, or a Milvus collection."""
+"""``meteora-edge index build|add|info|search``: the local corpus index, or a Milvus collection."""
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -20,26 +18,7 @@ from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
 from .output import emit_json
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A click progress bar on stderr, driven by (done, total) callbacks."""
-    bar = None
-    shown = 0
-    try:
-        def update(done: int, total: int) -> None:
-            nonlocal bar, shown
-            if bar is None:
-                bar = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True)
-                bar.__enter__()
-            bar.update(done - shown)
-            shown = done
-
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+from .progress import progress_option, progress_reporter
 
 
 def _read(inputs: Sequence[str], strict: bool) -> tuple[list[SourceDocument], int]:
@@ -113,18 +92,27 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @threads_option
 @precision_option
 @cache_option
+@progress_option
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
-          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str) -> None:
-    """Index text, markdown, JSON and JSONL files (folders are searched recursively).
+          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str,
+          progress_mode: str) -> None:
+    """Index text, markdown, JSON and JSONL files (folders are searched recursively; - reads stdin).
 
     A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
-    with one warning line naming it and why; --strict fails instead.
+    with one warning line naming it and why; --strict fails instead. The bundle's path and
+    manifest hash are recorded: later commands over the index use it when --bundle is not given.
+
+    \b
+    Examples:
+      meteora-edge index build examples/ --out corpus.idx --bundle models/bundles/default
+      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --overwrite
+      pdftotext report.pdf - | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
     documents, skipped = _read(inputs, strict)
     encoder = encoder_from_options(bundle, threads, precision)
-    with _progress("embedding") as progress:
+    with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         if location is None:
             built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                      batch_size=batch_size, overwrite=overwrite, progress=progress,
@@ -149,9 +137,13 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @threads_option
 @precision_option
 @cache_option
+@progress_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
-        bundle: str | None, threads: int, precision: str) -> None:
-    """Append documents to an index folder or milvus:// collection (chunked and embedded like the rest).
+        bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+    """Append documents (files, folders, - for stdin) to an index folder or milvus:// collection.
+
+    They are chunked and embedded like the rest, with the bundle the index was built with
+    unless --bundle is given.
 
     Documents already in the index (every chunk's text matches a stored one, by sha256) are
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
@@ -166,14 +158,14 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     known = len(documents) - len(fresh)
     added, total = 0, len(current)
     if fresh and isinstance(current, LocalIndex):  # add() checks again under the writer lock
-        with _progress("embedding") as progress:
+        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
                                 allow_duplicates=allow_duplicates)
         if grown.generation != current.generation:
             added = grown.manifest["last_write"]["chunks"]
         total = len(grown)
     elif fresh:
-        with _progress("embedding") as progress:
+        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             added = current.add(fresh, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
                                 allow_duplicates=True)
         total = len(current)

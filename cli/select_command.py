@@ -150,7 +150,15 @@ def select(
     collection: kNN, ECSE, verification, BM25 fallback, de-duplication and the token budget.
 
     Prints every selected passage with its id, source, offsets, score, tokens and metadata,
-    and one summary line per phase; --trace gives the full record.
+    and one summary line per phase; --trace gives the full record. --chunks - reads stdin.
+    Over an index built with --bundle, that bundle is used unless --bundle is given.
+
+    \b
+    Examples:
+      meteora-edge select --chunks examples/contract_clauses.json --query "Who may terminate?"
+      meteora-edge select --index corpus.idx --query "Who may terminate?" --format text
+      cat chunks.jsonl | meteora-edge select --chunks - --query "late fees" --format jsonl
+      meteora-edge select --index corpus.idx --query "late fees" --trace -o trace.json
     """
     # 1. options and input files, before anything loads
     if (chunks_file is None) == (index_dir is None):
