@@ -133,6 +133,8 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
             where += ", in the bundle" if row["in_bundle"] else ", not in the bundle"
         click.echo(f"{row['name']:<20} {row['role']:<8} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
         click.echo(f"{'':<20} {row['id']}; {row['command']}")
+        if row["notes"]:
+            click.echo(f"{'':<20} meteora-edge models install {row['name']} --bundle BUNDLE: {row['notes']}")
 
 
 @models.command("install")

