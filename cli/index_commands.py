@@ -1,11 +1,9 @@
-"""``meteora-edge index build|add|info``: the local corpus index, or a Milvus collection."""
+"""``meteora-edge index build|add|info|search``: the local corpus index, or a Milvus collection."""
 
 from __future__ import annotations
 
 import json
-import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Sequence
 from pathlib import Path
 
 import click
@@ -18,27 +16,9 @@ from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
-from .index_location import check_encoder, open_index, quiet_milvus_logs
-
-
-@contextmanager
-def _progress(label: str) -> Iterator[Callable[[int, int], None]]:
-    """A click progress bar on stderr, driven by (done, total) callbacks."""
-    bar = None
-    shown = 0
-    try:
-        def update(done: int, total: int) -> None:
-            nonlocal bar, shown
-            if bar is None:
-                bar = click.progressbar(length=total, label=label, file=sys.stderr, show_pos=True)
-                bar.__enter__()
-            bar.update(done - shown)
-            shown = done
-
-        yield update
-    finally:
-        if bar is not None:
-            bar.__exit__(None, None, None)
+from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
+from .output import emit_json
+from .progress import progress_option, progress_reporter
 
 
 def _read(inputs: Sequence[str], strict: bool) -> tuple[list[SourceDocument], int]:
@@ -112,22 +92,31 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @threads_option
 @precision_option
 @cache_option
+@progress_option
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
-          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str) -> None:
-    """Index text, markdown, JSON and JSONL files (folders are searched recursively).
+          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str,
+          progress_mode: str) -> None:
+    """Index text, markdown, JSON and JSONL files (folders are searched recursively; - reads stdin).
 
     A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
-    with one warning line naming it and why; --strict fails instead.
+    with one warning line naming it and why; --strict fails instead. The bundle's path and
+    manifest hash are recorded: later commands over the index use it when --bundle is not given.
+
+    \b
+    Examples:
+      meteora-edge index build examples/ --out corpus.idx --bundle models/bundles/default
+      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --overwrite
+      pdftotext report.pdf - | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
     documents, skipped = _read(inputs, strict)
     encoder = encoder_from_options(bundle, threads, precision)
-    with _progress("embedding") as progress:
+    with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         if location is None:
             built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                      batch_size=batch_size, overwrite=overwrite, progress=progress,
-                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None)
+                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
             where = out
         else:
             from meteora_edge.index.milvus_index import MilvusIndex
@@ -148,9 +137,13 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @threads_option
 @precision_option
 @cache_option
+@progress_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
-        bundle: str | None, threads: int, precision: str) -> None:
-    """Append documents to an index folder or milvus:// collection (chunked and embedded like the rest).
+        bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+    """Append documents (files, folders, - for stdin) to an index folder or milvus:// collection.
+
+    They are chunked and embedded like the rest, with the bundle the index was built with
+    unless --bundle is given.
 
     Documents already in the index (every chunk's text matches a stored one, by sha256) are
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
@@ -158,20 +151,21 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     """
     documents, skipped = _read(inputs, strict)
     current = open_index(index_dir)
+    bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
     check_encoder(current, encoder, index_dir)
     fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
     known = len(documents) - len(fresh)
     added, total = 0, len(current)
     if fresh and isinstance(current, LocalIndex):  # add() checks again under the writer lock
-        with _progress("embedding") as progress:
+        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
                                 allow_duplicates=allow_duplicates)
         if grown.generation != current.generation:
             added = grown.manifest["last_write"]["chunks"]
         total = len(grown)
     elif fresh:
-        with _progress("embedding") as progress:
+        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             added = current.add(fresh, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
                                 allow_duplicates=True)
         total = len(current)
@@ -185,3 +179,51 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
 def info(index_dir: str) -> None:
     """Describe an index folder (after checking every file) or a milvus:// collection."""
     click.echo(json.dumps(open_index(index_dir).info(), indent=2))  # type: ignore[attr-defined]
+
+
+@index.command("search")
+@click.argument("index_dir", metavar="INDEX")
+@click.option("--query", "-q", required=True, help="The question.")
+@click.option("-k", "k", type=click.IntRange(min=1, max=10_000), default=10, show_default=True, help="Chunks to return.")
+@click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default="hybrid", show_default=True,
+              help="Rank by cosine + BM25 standardised and added (hybrid), cosine alone or BM25 alone.")
+@click.option("--json", "as_json", is_flag=True, help="Print the hits as JSON.")
+@bundle_option
+@threads_option
+@precision_option
+@cache_option
+def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bundle: str | None, threads: int,
+           precision: str) -> None:
+    """Retrieval only: the K best chunks of INDEX for a query, with their scores (no selection).
+
+    The index's own analyser (BM25) and encoder are used: the bundle the index was built
+    with unless --bundle is given. The candidates and order are those 'select --index'
+    starts from.
+
+    \b
+    Examples:
+      meteora-edge index search corpus.idx -q "who may terminate the agreement?"
+      meteora-edge index search corpus.idx -q "late fees" -k 3 --json
+    """
+    from meteora_edge.documents import check_unicode
+    from meteora_edge.pipeline.retrieval import search as search_index
+
+    check_unicode(query, "--query")
+    if not query.strip():
+        raise InputError("--query must not be empty")
+    current = open_index(index_dir)
+    bundle = index_bundle(current, bundle, index_dir)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    check_encoder(current, encoder, index_dir)
+    hits = search_index(current, encoder, query, k=k, scoring=scoring)
+    if as_json:
+        emit_json({"query": query, "index": index_dir, "encoder": current.encoder_id, "scoring": scoring,
+                   "hits": [h.to_dict() for h in hits]}, output=None, compact=False)
+        return
+    if not hits:
+        click.echo(f"no chunk of {index_dir} matches the query", err=True)
+    for rank, hit in enumerate(hits, start=1):
+        lexical = "" if hit.lexical is None else f" bm25 {hit.lexical:.3f}"
+        source = hit.record.get("source") or hit.record.get("metadata", {}).get("source") or ""
+        click.echo(f"{rank:>3}. [{hit.id}] score {hit.score:.3f} (cosine {hit.dense:.3f}{lexical}) {source}")
+        click.echo("     " + " ".join(hit.text.split())[:300])

@@ -7,6 +7,7 @@ import logging
 from meteora_edge.errors import CollectionError, LocalIndexError
 from meteora_edge.index.corpus_index import CorpusIndex
 from meteora_edge.index.corpus_index import open_index as open_corpus_index
+from meteora_edge.index.bundle_record import remembered_bundle
 from meteora_edge.index.milvus_location import is_milvus_url
 from meteora_edge.models.encoders import EncoderLike, encoder_id
 
@@ -28,6 +29,18 @@ def open_index(spec: str, *, encoder: EncoderLike | None = None) -> CorpusIndex:
     if is_milvus_url(spec):
         quiet_milvus_logs()
     return open_corpus_index(spec, encoder=encoder)
+
+
+def index_bundle(index: CorpusIndex, bundle: str | None, name: str) -> str | None:
+    """The bundle to run over ``index``: ``--bundle`` when given, else the one the index recorded (checked).
+
+    Raises:
+        LocalIndexError: the recorded bundle is gone or changed.
+    """
+    if bundle is not None:
+        return bundle
+    manifest = getattr(index, "manifest", None)
+    return remembered_bundle(manifest, name) if isinstance(manifest, dict) else None
 
 
 def check_encoder(index: CorpusIndex, encoder: EncoderLike, name: str) -> None:

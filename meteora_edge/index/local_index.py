@@ -31,6 +31,7 @@ import numpy as np
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
+from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
@@ -116,6 +117,7 @@ class LocalIndex:
         overwrite: bool = False,
         progress: Progress | None = None,
         ann: AnnConfig | None = None,
+        bundle: str | os.PathLike[str] | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
@@ -123,7 +125,9 @@ class LocalIndex:
         ``overwrite``; anything else (a file, a folder of other files) is refused untouched.
         Embedding runs first; then, under the writer lock, a new generation is written and
         switched in, so readers of the old index keep reading it. With ``ann`` an ANN
-        structure is built over the vectors too (needs the ``ann`` extra).
+        structure is built over the vectors too (needs the ``ann`` extra). With ``bundle`` (the
+        folder ``encoder`` came from) its absolute path and manifest sha256 are recorded, so
+        later commands can use it again (see :mod:`meteora_edge.index.bundle_record`).
 
         Returns:
             The new index, opened.
@@ -142,6 +146,7 @@ class LocalIndex:
         texts, lines = chunk_records(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
+        record = bundle_record(bundle)
         vectors = embed_batches(encoder, texts, batch_size, progress)
         bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
         ann_bytes = None
@@ -151,7 +156,8 @@ class LocalIndex:
         manifest = {
             "format": INDEX_FORMAT,
             "format_version": INDEX_FORMAT_VERSION,
-            "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1])},
+            "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
+                        **({"bundle": record} if record else {})},
             "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
             "created": _now(),
             "last_write": {"op": "build", "chunks": len(lines)},

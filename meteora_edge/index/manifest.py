@@ -121,7 +121,8 @@ _POINTER = _Object({
 _V1_FIELDS: dict[str, Any] = {
     "format": _Const(INDEX_FORMAT),
     "format_version": _Const(1),
-    "encoder": _Object({"id": _Text(512), "dimension": _Integer(1, 1 << 16)}),
+    "encoder": _Object({"id": _Text(512), "dimension": _Integer(1, 1 << 16)},
+                       {"bundle": _Object({"path": _Text(4096), "manifest_sha256": _Text(64, _SHA256)})}),
     "chunking": _Object({"chunk_size": _Integer(1, 1 << 24), "overlap": _Integer(0, 1 << 24)}),
     "count": _Integer(1, 1 << 40),
     "created": _STAMP,

