@@ -55,6 +55,12 @@ BAD_REQUESTS = [
     (json.dumps({**GOOD, "verification": "cross-encoder"}).encode(), "cross-encoder"),
     (json.dumps({**GOOD, "max_candidates": 10**9}).encode(), "max_candidates may only lower the server's limit"),
     (json.dumps({"chunks": ["a"]}).encode(), "no rationale and no query; give 'query' or 'rationales'"),
+    (b'{"query": "x", "chunks": ["a"], "k_init": 1' + b"0" * 5000 + b"}",
+     "the body holds an integer of more than 4300 digits; send smaller numbers"),
+    (b'{"query": "a \\ud800", "chunks": ["a"]}', "'query' holds '\\ud800' at character 2, a lone surrogate"),
+    (b'{"query": "a", "chunks": ["a"], "rationales": ["\\udfff"]}', "'rationales'[0] holds '\\udfff'"),
+    (b'{"query": "a", "chunks": [{"text": "a", "source": "\\ud800"}]}', "'chunks'[0]['source'] holds '\\ud800'"),
+    (b'{"query": "a", "chunks": [{"text": "a", "\\udbff": 1}]}', "a key of 'chunks'[0] holds '\\udbff'"),
 ]
 
 
