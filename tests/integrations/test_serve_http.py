@@ -114,7 +114,8 @@ def test_index_and_health_describe_what_the_server_loaded(server, tiny_bundle, t
     assert health["models"]["llm"] is None and health["models"]["tokenizer"] == "whitespace"
     assert health["indexes"] == [{"name": "contracts.index", "path": str(tiny_index),
                                   "generation": info["generation"], "chunks": info["chunks"]}]
-    assert health["limits"] == {"workers": 2, "queue": 16, "max_body_bytes": 2**20}
+    assert health["limits"] == {"workers": 2, "queue": 16, "max_body_bytes": 2**20, "header_timeout": 10.0,
+                                "body_timeout": 30.0, "keep_alive": 5.0, "max_connections": 256}
 
 
 @pytest.mark.parametrize("args, message", [
