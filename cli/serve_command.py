@@ -49,6 +49,14 @@ from .select_command import HASHING_NOTE
               help="Requests that may wait for a worker; more are refused with 503.")
 @click.option("--max-body-mb", type=click.IntRange(min=1), default=16, show_default=True,
               help="Largest request body (HTTP) or line (stdio), in MiB; larger → 413.")
+@click.option("--header-timeout", type=click.FloatRange(0, 3600, min_open=True), default=10.0, show_default=True,
+              help="Seconds a connection has to send a request's headers; then it is closed (408).")
+@click.option("--body-timeout", type=click.FloatRange(0, 3600, min_open=True), default=30.0, show_default=True,
+              help="Seconds a request has to send its whole body; then 408.")
+@click.option("--keep-alive", type=click.FloatRange(0, 3600, min_open=True), default=5.0, show_default=True,
+              help="Seconds an idle connection stays open after an answer.")
+@click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True,
+              help="Open connections at once; more are answered 503 (JSON, Retry-After).")
 @click.option("--shutdown-timeout", type=click.IntRange(min=0), default=10, show_default=True,
               help="Seconds running requests get to finish after SIGINT/SIGTERM.")
 def serve(
@@ -70,6 +78,10 @@ def serve(
     workers: int,
     queue: int,
     max_body_mb: int,
+    header_timeout: float,
+    body_timeout: float,
+    keep_alive: float,
+    max_connections: int,
     shutdown_timeout: int,
 ) -> None:
     """Load the models once and answer select requests: HTTP on 127.0.0.1, or JSON lines with --stdio.
@@ -86,7 +98,9 @@ def serve(
         from meteora_edge.integrations import http_server as http  # the [serve] extra, checked before any model loads
 
         http.check_bind(host, token)
-        limits = http.ServerLimits(workers=workers, queue=queue, max_body_bytes=max_body_mb * 2**20)
+        limits = http.ServerLimits(workers=workers, queue=queue, max_body_bytes=max_body_mb * 2**20,
+                                   header_timeout=header_timeout, body_timeout=body_timeout, keep_alive=keep_alive,
+                                   max_connections=max_connections)
     if (sample_shots or domain) and not llm:
         raise InputError("--sample-shots and --domain shape the GGUF prompts; add --llm")
     shots = None

@@ -24,15 +24,23 @@ differ from a local index over the same corpus. A collection without the BM25 fu
 server older than Milvus 2.5 cannot create one) is refused by ``bm25_search`` and
 ``lexical_scores`` with one line; ``scoring="dense"`` with ``n_min=None`` still runs.
 
-**Writes.** :meth:`MilvusIndex.build` fills a temporary collection and renames it into place
-only when complete (with ``overwrite`` the old collection is dropped just before), so a
-failed build leaves what was there. :meth:`MilvusIndex.add` inserts and, if a batch fails,
-deletes what it inserted. There is no writer lock: run one writer per collection at a time.
+**Writes.** :meth:`MilvusIndex.build` fills a temporary collection ``NAME__building_xxxxxxxx``
+and switches it into place only when complete: with ``overwrite`` the old collection is first
+renamed aside (``NAME__replaced_xxxxxxxx``), the new one renamed to ``NAME``, and only then is
+the old one dropped; a failed switch renames the old one back. A switch a kill interrupted
+(``NAME`` missing, its old collection aside) is undone by the next command that opens ``NAME``;
+the next write (``build`` or ``add``) also drops the temporary collections killed builds left.
+:meth:`MilvusIndex.add` records the first id it writes in the collection's properties
+(``meteora_edge.pending_add``) before inserting and removes it once the rows are flushed; a
+failed insert deletes what it inserted, and an add that was killed is undone by the next
+write, so re-running it adds each document once. There is no writer lock: run one writer per
+collection at a time (a write removes another writer's temporary collection).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 import secrets
 from collections.abc import Sequence
@@ -59,6 +67,10 @@ _FETCH_BATCH = 4096
 _TOP_K = 16_384  # Milvus's largest search limit
 _RECORD_FIELDS = ("text", "sha256", "source", "position", "start", "end", "metadata", "file")
 _WORD = re.compile(r"\w", re.UNICODE)
+_BUILDING, _REPLACED = "__building_", "__replaced_"
+_PENDING = _P + "pending_add"
+
+logger = logging.getLogger(__name__)
 
 
 def _call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -163,6 +175,7 @@ class MilvusIndex:
         """
         client = client or connect(location)
         try:
+            _restore_switch(client, location)
             index = cls._checked(client, location)
             if encoder is not None:
                 index.check_encoder(encoder)
@@ -240,6 +253,7 @@ class MilvusIndex:
         client = connect(location)
         try:
             name = location.collection
+            _clean_leftovers(client, location)
             if _call(location, "has_collection", client.has_collection, name) and not overwrite:
                 raise InputError(f"collection {location.label} already exists; use 'index add' to append or "
                                  "--overwrite to rebuild")
@@ -251,18 +265,16 @@ class MilvusIndex:
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             }
-            temporary = f"{name}__building_{secrets.token_hex(4)}"[-255:]
+            temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
             schema, indexes = _schema(client, int(vectors.shape[1]))
             _call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
                   temporary, schema=schema, index_params=indexes, properties=properties)
             try:
                 _insert(client, location, temporary, rows)
-                if _call(location, "has_collection", client.has_collection, name):
-                    _call(location, "drop_collection", client.drop_collection, name)
-                _call(location, "rename_collection", client.rename_collection, temporary, name)
             except BaseException:
                 _drop_quietly(client, temporary)
                 raise
+            _switch(client, location, temporary)
             return cls.open(location, encoder=encoder, client=client)
         except BaseException:
             client.close()
@@ -288,6 +300,7 @@ class MilvusIndex:
                 (what this call inserted is deleted again).
         """
         self.check_encoder(encoder)
+        self._undo_killed_writes()
         if not allow_duplicates:
             documents = unseen_documents(self, documents)
         chunking = self.manifest["chunking"]
@@ -295,16 +308,41 @@ class MilvusIndex:
         if not lines:
             return 0
         rows = _rows(lines, embed_batches(encoder, texts, batch_size, progress))
+        name = self.location.collection
+        _call(self.location, "alter_collection_properties", self.client.alter_collection_properties, name,
+              properties={_PENDING: str(self.count)})
         try:
-            _insert(self.client, self.location, self.location.collection, rows)
+            _insert(self.client, self.location, name, rows)
         except BaseException:
             try:
                 self.client.delete(self.location.collection, filter=f"id >= {self.count}")
             except Exception:  # noqa: BLE001 - best effort while the insert error propagates
                 pass
             raise
+        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
+              property_keys=[_PENDING])
         self.count += len(rows)
         return len(rows)
+
+    def _undo_killed_writes(self) -> None:
+        """Drop killed builds' temporary collections and delete the rows of an add that never finished."""
+        _clean_leftovers(self.client, self.location)
+        name = self.location.collection
+        description = _call(self.location, "describe_collection", self.client.describe_collection, name)
+        pending = str((description.get("properties") or {}).get(_PENDING, ""))
+        if not pending:
+            return
+        if not pending.isdigit():
+            raise CollectionError(f"collection {self.location.label} has {_PENDING} {pending!r}, not a chunk id; "
+                                  "rebuild it")
+        _call(self.location, "delete", self.client.delete, name, filter=f"id >= {int(pending)}")
+        _call(self.location, "flush", self.client.flush, name)
+        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
+              property_keys=[_PENDING])
+        rows = _call(self.location, "count", self.client.query, name, filter="", output_fields=["count(*)"])
+        logger.warning("collection %s: deleted %d chunk(s) of an add that did not finish", self.location.label,
+                       self.count - int(rows[0]["count(*)"]))
+        self.count = int(rows[0]["count(*)"])
 
     # ----------------------------------------------------------------- reading
     def _fetch(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
@@ -395,6 +433,51 @@ def _ranked(hits: list[tuple[int, float]], dtype: Any) -> tuple[np.ndarray, np.n
     """Hits best first, ties by the lower id (as the local index orders them)."""
     hits = sorted(hits, key=lambda h: (-h[1], h[0]))
     return np.asarray([h[0] for h in hits], dtype=np.int64), np.asarray([h[1] for h in hits], dtype=dtype)
+
+
+def _switch(client: Any, location: MilvusLocation, temporary: str) -> None:
+    """Put the complete ``temporary`` collection in place of ``location``'s, keeping the old one until it is."""
+    name = location.collection
+    aside = None
+    if _call(location, "has_collection", client.has_collection, name):
+        aside = f"{name}{_REPLACED}{secrets.token_hex(4)}"
+        try:
+            _call(location, "rename_collection", client.rename_collection, name, aside)
+        except BaseException:
+            _drop_quietly(client, temporary)
+            raise
+    try:
+        _call(location, "rename_collection", client.rename_collection, temporary, name)
+    except BaseException:
+        if aside is not None:
+            try:
+                client.rename_collection(aside, name)
+            except Exception:  # noqa: BLE001 - the next command renames it back (see _restore_switch)
+                pass
+        _drop_quietly(client, temporary)
+        raise
+    if aside is not None:
+        _drop_quietly(client, aside)
+
+
+def _restore_switch(client: Any, location: MilvusLocation) -> None:
+    """A switch a kill interrupted left ``NAME`` missing and the old collection aside: rename it back."""
+    name = location.collection
+    names = _call(location, "list_collections", client.list_collections)
+    aside = sorted(n for n in names if n.startswith(name + _REPLACED))
+    if aside and name not in names:
+        _call(location, "rename_collection", client.rename_collection, aside[-1], name)
+        logger.warning("collection %s: a rebuild was interrupted; the previous collection is back", location.label)
+
+
+def _clean_leftovers(client: Any, location: MilvusLocation) -> None:
+    """Before a write: restore an interrupted switch, then drop what killed builds and switches left."""
+    _restore_switch(client, location)
+    prefixes = (location.collection + _BUILDING, location.collection + _REPLACED)
+    for leftover in _call(location, "list_collections", client.list_collections):
+        if leftover.startswith(prefixes):
+            _call(location, "drop_collection", client.drop_collection, leftover)
+            logger.info("collection %s: dropped %s, left by a build that did not finish", location.label, leftover)
 
 
 def _drop_quietly(client: Any, name: str) -> None:

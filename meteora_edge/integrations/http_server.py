@@ -9,9 +9,12 @@ Endpoints (JSON in, JSON out; every error is ``{"error": "<one line>"}``):
 Guards, in order: the token (``Authorization: Bearer``, compared in constant time) when one is
 set; on a loopback bind, a ``Host`` header naming the loopback (so a web page cannot reach the
 server through DNS rebinding); ``Content-Type: application/json`` on POST (so a browser cannot
-send a cross-site form post); at most ``workers + queue`` selections at once (more → 503); a
-body of at most ``max_body_bytes`` (more → 413). Selections run in a thread pool of
-``workers`` threads over the shared models.
+send a cross-site form post); a body of at most ``max_body_bytes`` (more → 413) that arrives
+within ``body_timeout`` seconds (else 408); then at most ``workers + queue`` admitted selections
+at once (more → 503 with ``Retry-After``). Selections run in a thread pool of ``workers``
+threads over the shared models. Connections have their own deadlines and limit (see
+:mod:`.http_connections`): headers within ``header_timeout``, ``keep_alive`` seconds idle
+between requests, at most ``max_connections`` at once (more → a JSON 503).
 """
 
 from __future__ import annotations
@@ -35,11 +38,13 @@ try:
     from starlette.applications import Starlette
     from starlette.datastructures import Headers
     from starlette.exceptions import HTTPException
-    from starlette.requests import Request
+    from starlette.requests import ClientDisconnect, Request
     from starlette.responses import Response
     from starlette.routing import Route
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(exc.name or "starlette", "serve") from exc
+
+from .http_connections import guarded_protocol
 
 __all__ = ["ServerLimits", "create_app", "check_bind", "is_loopback", "serve_http"]
 
@@ -50,16 +55,40 @@ MIN_TOKEN_CHARS = 16
 
 
 class ServerLimits:
-    """How much the server takes at once: worker threads, waiting requests, body bytes."""
+    """How much the server takes at once, and how long it waits for a client.
 
-    def __init__(self, *, workers: int = 2, queue: int = 16, max_body_bytes: int = 16 * 2**20) -> None:
-        for name, value in (("workers", workers), ("queue", queue), ("max_body_bytes", max_body_bytes)):
+    Args:
+        workers: selections that run at once.
+        queue: admitted selections that may wait for a worker.
+        max_body_bytes: the largest request body.
+        header_timeout: seconds a connection has to send a request's line and headers.
+        body_timeout: seconds a request has to send its whole body once its headers came.
+        keep_alive: seconds an idle connection stays open after an answer.
+        max_connections: open connections at once; more are answered 503.
+
+    Raises:
+        InputError: a value that is not a whole number (counts) or a positive number (seconds).
+    """
+
+    def __init__(self, *, workers: int = 2, queue: int = 16, max_body_bytes: int = 16 * 2**20,
+                 header_timeout: float = 10.0, body_timeout: float = 30.0, keep_alive: float = 5.0,
+                 max_connections: int = 256) -> None:
+        for name, value in (("workers", workers), ("queue", queue), ("max_body_bytes", max_body_bytes),
+                            ("max_connections", max_connections)):
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "queue" else 1):
                 raise InputError(f"{name} must be a whole number >= {0 if name == 'queue' else 1}, got {value!r}")
+        for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
+                            ("keep_alive", keep_alive)):
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 3600:
+                raise InputError(f"{name} must be a number of seconds in (0, 3600], got {value!r}")
         self.workers, self.queue, self.max_body_bytes = workers, queue, max_body_bytes
+        self.header_timeout, self.body_timeout, self.keep_alive = header_timeout, body_timeout, keep_alive
+        self.max_connections = max_connections
 
-    def to_dict(self) -> dict[str, int]:
-        return {"workers": self.workers, "queue": self.queue, "max_body_bytes": self.max_body_bytes}
+    def to_dict(self) -> dict[str, int | float]:
+        return {"workers": self.workers, "queue": self.queue, "max_body_bytes": self.max_body_bytes,
+                "header_timeout": self.header_timeout, "body_timeout": self.body_timeout,
+                "keep_alive": self.keep_alive, "max_connections": self.max_connections}
 
 
 def is_loopback(host: str) -> bool:
@@ -170,15 +199,23 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
     async def select(request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
             return _error(415, "send the body as JSON with 'Content-Type: application/json'")
-        if state["active"] >= limits.workers + limits.queue:
+        try:
+            with anyio.fail_after(limits.body_timeout):
+                body = await _read_body(request, limits.max_body_bytes)
+        except _Refused as exc:
+            return _error(exc.status, str(exc))
+        except TimeoutError:
+            return _error(408, f"the body did not arrive within {limits.body_timeout:g} seconds (--body-timeout); "
+                               "send it at once", {"Connection": "close"})
+        except ClientDisconnect:  # nobody to answer: the client left, or the server is shutting down
+            logger.info("a client disconnected before its body arrived")
+            return Response(status_code=400)
+        if state["active"] >= limits.workers + limits.queue:  # only requests with their body count
             return _error(503, f"busy: {state['active']} requests are running or waiting (--workers "
                                f"{limits.workers}, --queue {limits.queue}); retry later", {"Retry-After": "1"})
         state["active"] += 1
         try:
-            body = await _read_body(request, limits.max_body_bytes)
             data = await anyio.to_thread.run_sync(service.select, body, limiter=workers)
-        except _Refused as exc:
-            return _error(exc.status, str(exc))
         except Exception as exc:  # every failure is one line; unexpected ones are logged in full
             return _failure(exc)
         finally:
@@ -266,8 +303,9 @@ def serve_http(
     sock = _listening_socket(host, port)
     app = create_app(service, limits=limits, token=token, loopback=is_loopback(host))
     config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            timeout_graceful_shutdown=shutdown_timeout,
-                            limit_concurrency=limits.workers + limits.queue + 64)
+                            timeout_graceful_shutdown=shutdown_timeout, timeout_keep_alive=limits.keep_alive,
+                            http=guarded_protocol(header_timeout=limits.header_timeout,
+                                                  max_connections=limits.max_connections))
     server = uvicorn.Server(config)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]

@@ -25,11 +25,12 @@ Example:
 from __future__ import annotations
 
 import json
+import sys
 from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
 from typing import Any
 
-from ..documents import document_texts
+from ..documents import check_unicode, document_texts
 from ..errors import InputError
 from ..pipeline.config import RATIONALE_STRATEGIES, PipelineConfig, select_config
 from ..pipeline.report import DETAILS
@@ -66,16 +67,42 @@ def _reject_constant(name: str) -> float:
 
 
 def read_json_body(body: bytes | str) -> Any:
-    """Parse a request body as strict JSON (no NaN/Infinity), or raise a one-line InputError."""
+    """Parse a request body as strict JSON (no NaN/Infinity, valid Unicode), or raise a one-line InputError."""
     try:
         text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
-        return json.loads(text, parse_constant=_reject_constant)
+        data = json.loads(text, parse_constant=_reject_constant)
     except UnicodeDecodeError:
         raise InputError("the body is not UTF-8 text; send JSON") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise InputError("the JSON is nested too deeply") from None
+    except InputError:
+        raise
+    except ValueError:  # int() refuses an integer longer than sys.get_int_max_str_digits()
+        raise InputError(f"the body holds an integer of more than {sys.get_int_max_str_digits()} digits; "
+                         "send smaller numbers") from None
+    check_strings(data)
+    return data
+
+
+def check_strings(data: Any) -> None:
+    """Refuse a lone surrogate (a JSON escape like ``"\\ud800"``) in any key or string, as the CLI does.
+
+    Raises:
+        InputError: naming where the character is (``'query'``, ``'chunks'[0]['metadata']``, …).
+    """
+    pending: list[tuple[str, Any]] = [("the body", data)]
+    while pending:
+        where, value = pending.pop()
+        if isinstance(value, str):
+            check_unicode(value, where)
+        elif isinstance(value, dict):
+            for key, item in value.items():
+                check_unicode(key, f"a key of {where}")
+                pending.append((f"'{key}'" if where == "the body" else f"{where}[{key!r}]", item))
+        elif isinstance(value, list):
+            pending.extend((f"{where}[{i}]", item) for i, item in enumerate(value))
 
 
 def _typed(data: Mapping[str, Any], key: str, kinds: tuple[type, ...], what: str) -> Any:

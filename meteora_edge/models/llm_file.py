@@ -29,6 +29,7 @@ _SCALARS = {0: "<B", 1: "<b", 2: "<H", 3: "<h", 4: "<I", 5: "<i", 6: "<f", 7: "<
 _STRING, _ARRAY = 8, 9
 _MAX_COUNT = 10_000_000
 _MAX_DIMS = 4
+_MAX_NESTING = 8  # arrays of arrays: llama.cpp reads none; deeper would walk Python's stack
 _DEFAULT_ALIGNMENT = 32
 # ggml tensor types: id -> (elements per block, bytes per block), as the GGUF format defines them
 _BLOCKS = {
@@ -114,12 +115,14 @@ class _Reader:
             raise _corrupt(self.path, f"a metadata string claims {length} bytes")
         self.handle.seek(length, os.SEEK_CUR)
 
-    def value(self, kind: int) -> Any:
+    def value(self, kind: int, depth: int = 0) -> Any:
         if kind in _SCALARS:
             return self.scalar(kind)
         if kind == _STRING:
             return self.string()
         if kind == _ARRAY:
+            if depth >= _MAX_NESTING:
+                raise _corrupt(self.path, f"metadata arrays nested more than {_MAX_NESTING} deep")
             item_kind, count = struct.unpack("<IQ", self.take(12))
             if count > self.size:
                 raise _corrupt(self.path, f"a metadata array claims {count} items")
@@ -130,7 +133,7 @@ class _Reader:
                 self.handle.seek(count * struct.calcsize(_SCALARS[item_kind]), os.SEEK_CUR)
             else:
                 for _ in range(count):  # nested arrays: rare, walk them
-                    self.value(item_kind)
+                    self.value(item_kind, depth + 1)
             return {"array_of": item_kind, "length": count}
         raise _corrupt(self.path, f"unknown metadata value type {kind}")
 

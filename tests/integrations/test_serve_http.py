@@ -55,6 +55,12 @@ BAD_REQUESTS = [
     (json.dumps({**GOOD, "verification": "cross-encoder"}).encode(), "cross-encoder"),
     (json.dumps({**GOOD, "max_candidates": 10**9}).encode(), "max_candidates may only lower the server's limit"),
     (json.dumps({"chunks": ["a"]}).encode(), "no rationale and no query; give 'query' or 'rationales'"),
+    (b'{"query": "x", "chunks": ["a"], "k_init": 1' + b"0" * 5000 + b"}",
+     "the body holds an integer of more than 4300 digits; send smaller numbers"),
+    (b'{"query": "a \\ud800", "chunks": ["a"]}', "'query' holds '\\ud800' at character 2, a lone surrogate"),
+    (b'{"query": "a", "chunks": ["a"], "rationales": ["\\udfff"]}', "'rationales'[0] holds '\\udfff'"),
+    (b'{"query": "a", "chunks": [{"text": "a", "source": "\\ud800"}]}', "'chunks'[0]['source'] holds '\\ud800'"),
+    (b'{"query": "a", "chunks": [{"text": "a", "\\udbff": 1}]}', "a key of 'chunks'[0] holds '\\udbff'"),
 ]
 
 
@@ -108,7 +114,8 @@ def test_index_and_health_describe_what_the_server_loaded(server, tiny_bundle, t
     assert health["models"]["llm"] is None and health["models"]["tokenizer"] == "whitespace"
     assert health["indexes"] == [{"name": "contracts.index", "path": str(tiny_index),
                                   "generation": info["generation"], "chunks": info["chunks"]}]
-    assert health["limits"] == {"workers": 2, "queue": 16, "max_body_bytes": 2**20}
+    assert health["limits"] == {"workers": 2, "queue": 16, "max_body_bytes": 2**20, "header_timeout": 10.0,
+                                "body_timeout": 30.0, "keep_alive": 5.0, "max_connections": 256}
 
 
 @pytest.mark.parametrize("args, message", [

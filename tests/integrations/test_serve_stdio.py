@@ -61,3 +61,17 @@ def test_sigterm_ends_a_waiting_stdio_server_with_exit_0():
             os.kill(proc.pid, signal.SIGKILL)
         for stream in (proc.stdin, proc.stdout, proc.stderr):
             stream.close()
+
+
+def test_a_huge_integer_or_a_lone_surrogate_anywhere_is_an_error_line_and_the_loop_goes_on():
+    lines = [b'{"query": "x", "chunks": ["a"], "k_init": ' + b"9" * 5000 + b"}",
+             b'{"query": "x", "chunks": [{"text": "a b", "metadata": {"tag": "\\udc80"}}]}',
+             b'{"query": "x \\ud83d\\ude00", "chunks": ["a b"]}', GOOD.encode()]
+    out = io.BytesIO()
+    assert serve_stdio(SelectService(), io.BytesIO(b"\n".join(lines) + b"\n"), out) == 4
+    answers = [json.loads(line) for line in out.getvalue().splitlines()]
+    assert answers[0] == {"error": "the body holds an integer of more than 4300 digits; send smaller numbers"}
+    assert answers[1] == {"error": "'chunks'[0]['metadata']['tag'] holds '\\udc80' at character 0, a lone "
+                                   "surrogate that is not valid Unicode; fix the encoding of its source"}
+    assert answers[2]["query"] == "x \U0001F600" and answers[2]["passages"]  # a surrogate pair is a character
+    assert answers[3]["passages"]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import struct
 from pathlib import Path
 
 import pytest
@@ -123,3 +124,44 @@ def test_a_fifo_is_not_a_model(tmp_path):
     os.mkfifo(tmp_path / "m.gguf")
     with pytest.raises(ModelError, match="not a regular file"):  # refused before anything opens it
         check_gguf_complete(tmp_path / "m.gguf")
+
+
+def _nested_gguf(path: Path, depth: int) -> Path:
+    """A GGUF whose last metadata value is an array of arrays ``depth`` deep (the innermost empty)."""
+    plain = write_gguf(path, {"general.architecture": "llama"}).read_bytes()
+    header_end = 24 + 8 + len("general.architecture") + 4 + 8 + len("llama")
+    key = b"tokenizer.nested"
+    nested = struct.pack("<Q", len(key)) + key + struct.pack("<I", 9)
+    nested += struct.pack("<IQ", 9, 1) * (depth - 1) + struct.pack("<IQ", 4, 0)
+    header = plain[:16] + struct.pack("<Q", 2) + plain[24:header_end] + nested
+    header += plain[header_end:header_end + 8 + 2 + 4 + 8 + 4 + 8]  # the tensor info: name t0, 1 dim, F32, offset
+    header += b"\0" * (-len(header) % 32)
+    path.write_bytes(header + b"\0" * 32)
+    return path
+
+
+def test_nested_metadata_arrays_are_read_up_to_eight_deep(tmp_path):
+    layout = check_gguf_complete(_nested_gguf(tmp_path / "ok.gguf", 8))
+    assert layout.metadata["tokenizer.nested"] == {"array_of": 9, "length": 1}
+    assert layout.required_size == layout.file_size
+
+
+@pytest.mark.parametrize("depth", [9, 5000])
+def test_deeper_metadata_arrays_are_one_line_in_every_command(tmp_path, depth):
+    model = _nested_gguf(tmp_path / "deep.gguf", depth)
+    with pytest.raises(ModelError, match="metadata arrays nested more than 8 deep"):
+        check_gguf_complete(model)
+    message = "metadata arrays nested more than 8 deep"
+    one_line_error(run("export", "llm", "--gguf", str(model), "--out", str(tmp_path / "b")), message)
+    assert not (tmp_path / "b").exists()
+    bundle = tmp_path / "good"
+    assert run("export", "llm", "--gguf", str(_nested_gguf(tmp_path / "ok.gguf", 1)), "--out", str(bundle)).exit_code == 0
+    inside = next((bundle / "llm").glob("*.gguf"))
+    inside.write_bytes(model.read_bytes())
+    manifest = json.loads((bundle / MANIFEST_NAME).read_text())
+    manifest["components"]["llm"]["files"]["model"] = file_entry(bundle, f"llm/{inside.name}").to_dict()
+    (bundle / MANIFEST_NAME).write_text(json.dumps(manifest))
+    one_line_error(run("models", "verify", str(bundle), "--hashes-only"), message)
+    doctor = run("doctor", "--bundle", str(bundle), "--no-probe")
+    assert doctor.exit_code == 1 and "BROKEN" in doctor.output and message in doctor.output
+    assert "Traceback" not in doctor.output and "RecursionError" not in doctor.output

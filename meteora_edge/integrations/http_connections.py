@@ -1,0 +1,117 @@
+"""The HTTP server's connections: uvicorn's h11 protocol with deadlines and a JSON connection limit.
+
+uvicorn times out a connection only once it has answered a request on it (``timeout_keep_alive``),
+and its ``limit_concurrency`` answers with a plain-text 503 and counts idle connections. This
+protocol, handed to uvicorn as its ``http`` class, adds:
+
+* a header deadline: a connection that has not sent a whole request line and headers within
+  ``header_timeout`` seconds of opening (or of its last answer) is closed, with a JSON 408 when it
+  had sent part of them;
+* a connection limit: a connection beyond ``max_connections`` is answered ``{"error": …}`` with
+  503 and ``Retry-After`` (its first request is read, then the connection is closed);
+* a quiet shutdown: on SIGTERM a request still sending its body is dropped at once instead of
+  holding the shutdown until its timeout and being cancelled with a logged traceback.
+
+The body deadline and the count of admitted requests live in the application
+(:func:`~meteora_edge.integrations.http_server.create_app`): only a request whose body has
+arrived takes a worker or a queue place.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from typing import Any
+
+import h11
+from uvicorn.protocols.http.h11_impl import H11Protocol
+
+__all__ = ["guarded_protocol", "raw_json_response"]
+
+logger = logging.getLogger(__name__)
+
+
+def _error_body(message: str) -> bytes:
+    return (json.dumps({"error": message}) + "\n").encode()
+
+
+def raw_json_response(status: int, reason: str, message: str) -> bytes:
+    """A whole ``Connection: close`` HTTP/1.1 response with ``{"error": message}``, as bytes."""
+    body = _error_body(message)
+    head = f"HTTP/1.1 {status} {reason}\r\ncontent-type: application/json\r\ncontent-length: {len(body)}\r\n"
+    return (head + "connection: close\r\n\r\n").encode() + body
+
+
+def _overloaded_app(max_connections: int) -> Any:
+    body = _error_body(f"busy: the server holds its limit of {max_connections} connections (--max-connections); "
+                       "retry later")
+    headers = [(b"content-type", b"application/json"), (b"content-length", str(len(body)).encode()),
+               (b"connection", b"close"), (b"retry-after", b"1")]
+
+    async def overloaded(scope: dict[str, Any], receive: Any, send: Any) -> None:
+        await send({"type": "http.response.start", "status": 503, "headers": headers})
+        await send({"type": "http.response.body", "body": body})
+
+    return overloaded
+
+
+def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a header deadline, a JSON connection limit and a quiet shutdown.
+
+    Args:
+        header_timeout: seconds a connection has to send a request's line and headers.
+        max_connections: connections served at once; more are answered 503 and closed.
+
+    Returns:
+        A protocol class for ``uvicorn.Config(http=...)``.
+    """
+    overloaded = _overloaded_app(max_connections)
+    late = raw_json_response(408, "Request Timeout", f"the request headers did not arrive within {header_timeout:g} "
+                             "seconds (--header-timeout); send the request at once")
+
+    class GuardedProtocol(H11Protocol):
+        _header_timer: asyncio.TimerHandle | None = None
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            if len(self.connections) > max_connections:
+                self.app = overloaded
+            self._arm()
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def on_response_complete(self) -> None:
+            super().on_response_complete()
+            self._arm()  # the next request's headers have the same deadline
+
+        def _arm(self) -> None:
+            self._disarm()
+            self._header_timer = self.loop.call_later(header_timeout, self._headers_late)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_late(self) -> None:
+            self._header_timer = None
+            waiting = self.conn.their_state is h11.IDLE and (self.cycle is None or self.cycle.response_complete)
+            if not waiting or self.transport.is_closing():
+                return
+            if self.conn.trailing_data[0]:  # part of a request came: say why it is closed
+                self.transport.write(late)
+            self.transport.close()
+
+        def shutdown(self) -> None:
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete and cycle.more_body:
+                cycle.disconnected = True  # the application reads a disconnect and answers nobody
+                cycle.message_event.set()
+                self.transport.close()
+                return
+            super().shutdown()
+
+    return GuardedProtocol
