@@ -50,14 +50,17 @@ from .manifest import (
     parse_strict_json,
 )
 from .snapshot import read_small_file
-from ..errors import InputError, LocalIndexError
+from ..errors import ConfigError, InputError, LocalIndexError
 from ..fileio import give_normal_permissions
 
-__all__ = ["WRITER_LOCK", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
+__all__ = ["WRITER_LOCK", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
 
 logger = logging.getLogger(__name__)
 
 WRITER_LOCK = ".writer.lock"
+#: Seconds a writer waits for another writer's lock, unless ``lock_timeout=`` or the variable below says otherwise.
+DEFAULT_LOCK_TIMEOUT = 60.0
+LOCK_TIMEOUT_ENV = "METEORA_EDGE_LOCK_TIMEOUT"
 _POINTER_TMP = (f".{MANIFEST}.", ".tmp")
 
 
@@ -113,18 +116,42 @@ def target_state(root: Path) -> Literal["free", "index"]:
     return "free"
 
 
+def lock_timeout(seconds: float | None = None) -> float:
+    """How long a writer waits for the lock: ``seconds``, else ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60.
+
+    Raises:
+        ConfigError: a negative, infinite or non-numeric value.
+    """
+    where = "lock_timeout"
+    if seconds is None:
+        raw = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+        if not raw:
+            return DEFAULT_LOCK_TIMEOUT
+        where = LOCK_TIMEOUT_ENV
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise ConfigError(f"{LOCK_TIMEOUT_ENV} must be a number of seconds, got {raw!r:.40}") from None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{where} must be a number of seconds >= 0, got {seconds!r:.40}")
+    return float(seconds)
+
+
 @contextmanager
-def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
+def writer_lock(root: Path, *, create: bool, timeout: float | None = None) -> Iterator[None]:
     """Hold the writer lock of the index at ``root`` (waiting for another writer to finish).
 
     Args:
         root: the index folder.
         create: create the folder (and its parents) when it does not exist.
+        timeout: seconds to wait for another writer (see :func:`lock_timeout`).
 
     Raises:
-        LocalIndexError: the folder is missing (without ``create``), or it or its lock file
-            cannot be created or opened.
+        LocalIndexError: the folder is missing (without ``create``), it or its lock file
+            cannot be created or opened, or another writer held the lock past ``timeout``.
+        ConfigError: a bad ``timeout``.
     """
+    wait = lock_timeout(timeout)
     if not create and not root.is_dir():  # the lock file would recreate a removed index folder
         raise LocalIndexError(f"index folder not found: {root}; build one with 'meteora-edge index build'")
     try:
@@ -135,8 +162,13 @@ def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            logger.info("waiting for another writer of %s", root)
-            lock.acquire()
+            logger.info("waiting up to %g s for another writer of %s", wait, root)
+            try:
+                lock.acquire(timeout=wait)
+            except Timeout:
+                raise LocalIndexError(
+                    f"another writer has held the lock of {root} for {wait:g} s; try again once it has finished "
+                    f"(lock_timeout, or {LOCK_TIMEOUT_ENV}, sets how long to wait)") from None
     except OSError as exc:
         raise LocalIndexError(f"cannot write the index at {root}: {exc.strerror or exc}") from None
     try:

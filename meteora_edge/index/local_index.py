@@ -36,6 +36,7 @@ from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
 from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
+from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
@@ -116,6 +117,7 @@ class LocalIndex:
         overwrite: bool = False,
         progress: Progress | None = None,
         ann: AnnConfig | None = None,
+        lock_timeout: float | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
@@ -123,7 +125,8 @@ class LocalIndex:
         ``overwrite``; anything else (a file, a folder of other files) is refused untouched.
         Embedding runs first; then, under the writer lock, a new generation is written and
         switched in, so readers of the old index keep reading it. With ``ann`` an ANN
-        structure is built over the vectors too (needs the ``ann`` extra).
+        structure is built over the vectors too (needs the ``ann`` extra). ``lock_timeout``
+        is how many seconds to wait for another writer (default: ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60).
 
         Returns:
             The new index, opened.
@@ -135,6 +138,7 @@ class LocalIndex:
             MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
+        wait = resolve_lock_timeout(lock_timeout)  # a bad value fails before the embedding, not after it
         if target_state(target) == "index" and not overwrite:
             raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -157,7 +161,7 @@ class LocalIndex:
             "last_write": {"op": "build", "chunks": len(lines)},
             **({"ann": entry} if ann is not None else {}),
         }
-        with writer_lock(target, create=True):
+        with writer_lock(target, create=True, timeout=wait):
             if target_state(target) == "index" and not overwrite:  # another build got there first
                 raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
             with new_generation(target) as writer:
@@ -172,6 +176,7 @@ class LocalIndex:
         batch_size: int = 64,
         progress: Progress | None = None,
         allow_duplicates: bool = False,
+        lock_timeout: float | None = None,
     ) -> LocalIndex:
         """Append documents to the index at ``self.root``; return the new version, opened.
 
@@ -181,7 +186,8 @@ class LocalIndex:
         holds (every chunk's text has a stored chunk's sha256) are left out unless
         ``allow_duplicates``; when none is left, that version is returned and nothing is written.
         An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
-        lists it was trained on; rebuild after the corpus has changed a lot).
+        lists it was trained on; rebuild after the corpus has changed a lot). ``lock_timeout``
+        is as in :meth:`build`.
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
@@ -189,7 +195,7 @@ class LocalIndex:
                 cannot be written (then it stays as it was).
         """
         self._check_encoder(encoder)
-        with writer_lock(self.root, create=False):
+        with writer_lock(self.root, create=False, timeout=resolve_lock_timeout(lock_timeout)):
             base = LocalIndex.load(self.root, encoder=encoder)
             if not allow_duplicates:
                 documents = unseen_documents(base, documents)
