@@ -173,8 +173,9 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
         with _progress("embedding") as progress:
             grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
                                 allow_duplicates=allow_duplicates)
-        if grown.generation != current.generation:
-            added = grown.manifest["last_write"]["chunks"]
+        added = grown.added_chunks  # what this command wrote, not what the last writer wrote
+        if not allow_duplicates:  # another writer may have added some of them meanwhile
+            known = len(documents) - grown.added_documents
         total = len(grown)
     elif fresh:
         with _progress("embedding") as progress:

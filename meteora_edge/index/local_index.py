@@ -70,6 +70,9 @@ class LocalIndex:
         count, dim = manifest["count"], manifest["encoder"]["dimension"]
         self.root = snapshot.root
         self.generation = snapshot.generation
+        #: What the :meth:`add` call that returned this version wrote (0 and 0 for any other version).
+        self.added_chunks = 0
+        self.added_documents = 0
         self.manifest = manifest
         self.vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
                                 where=str(where / "vectors.npy"))
@@ -185,6 +188,8 @@ class LocalIndex:
         may be newer than ``self``), never to a stale copy. Documents that version already
         holds (every chunk's text has a stored chunk's sha256) are left out unless
         ``allow_duplicates``; when none is left, that version is returned and nothing is written.
+        The returned version's ``added_chunks`` and ``added_documents`` say what this call wrote
+        (0 when another writer had added the same documents first).
         An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
         lists it was trained on; rebuild after the corpus has changed a lot). ``lock_timeout``
         is as in :meth:`build`.
@@ -217,7 +222,9 @@ class LocalIndex:
             ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
             with new_generation(self.root) as writer:
                 _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
-            return LocalIndex.load(self.root, encoder=encoder, verify=False)
+            grown = LocalIndex.load(self.root, encoder=encoder, verify=False)
+            grown.added_chunks, grown.added_documents = len(lines), len(documents)
+            return grown
 
     def _copy_records(self, out: Any) -> np.ndarray:
         """Write this version's chunk lines to ``out`` (from the open file); return their offsets."""
