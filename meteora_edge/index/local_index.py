@@ -34,7 +34,8 @@ from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
+from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, parse_strict_json
+from .chunking import count_words
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy
@@ -98,6 +99,18 @@ class LocalIndex:
                                 where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
+        self._check_chunking(where)
+
+    def _check_chunking(self, where: Path) -> None:
+        """The manifest's chunk_size must hold the first and last stored chunks (a cheap check that
+        it was not edited: add chunks new documents with it)."""
+        size = self.manifest["chunking"]["chunk_size"]
+        for record in self.records(sorted({0, len(self) - 1})):
+            words = count_words(record["text"])
+            if words > size:
+                raise LocalIndexError(
+                    f"{where / MANIFEST} is corrupt: chunking.chunk_size is {size}, but chunk {record['id']} holds "
+                    f"{words} words; rebuild the index")
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
