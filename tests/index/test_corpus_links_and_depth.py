@@ -135,6 +135,9 @@ def test_a_thousand_levels_deep_folder_is_indexed(tmp_path):
     result = CliRunner().invoke(main, ["index", "build", str(deep), "--out", str(tmp_path / "ix")])
     assert result.exit_code == 0 and "Traceback" not in result.output, result.output
     assert "indexed 2 documents from 2 file(s)" in result.output
+    (leaf / "bottom.txt").unlink()  # bottom-up: pytest's clean-up (shutil.rmtree) recurses and fails on it
+    for folder in [leaf, *leaf.parents][:1000]:
+        folder.rmdir()
 
 
 def test_the_cli_warns_per_link_and_follows_on_request(docs, tmp_path):
