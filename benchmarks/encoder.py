@@ -37,7 +37,7 @@ def load_passages(path: str | None, limit: int) -> tuple[list[str], str]:
     """Passages from a JSON list / JSONL file, else HotpotQA paragraphs and sentences, else the examples."""
     if path:
         text = Path(path).read_text(encoding="utf-8")
-        items = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.splitlines() if x.strip()]
+        items = json.loads(text) if text.lstrip().startswith("[") else [json.loads(x) for x in text.split("\n") if x.strip()]
         passages = [p if isinstance(p, str) else p.get("text", "") for p in items]
         return passages[:limit], path
     if _HOTPOT.is_file():

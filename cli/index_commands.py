@@ -21,7 +21,7 @@ from .output import emit_json
 from .progress import progress_option, progress_reporter
 
 
-def _read(inputs: Sequence[str], strict: bool) -> tuple[list[SourceDocument], int]:
+def _read(inputs: Sequence[str], strict: bool, follow_links: bool) -> tuple[list[SourceDocument], int]:
     """The documents, with one warning line per skipped file; returns (documents, files skipped)."""
     skipped = 0
 
@@ -31,7 +31,7 @@ def _read(inputs: Sequence[str], strict: bool) -> tuple[list[SourceDocument], in
         label = path_label(path)
         click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
 
-    return read_documents(inputs, strict=strict, on_skip=warn), skipped
+    return read_documents(inputs, strict=strict, on_skip=warn, follow_links=follow_links), skipped
 
 
 def _counts(documents: Sequence[SourceDocument], skipped: int) -> str:
@@ -40,6 +40,9 @@ def _counts(documents: Sequence[SourceDocument], skipped: int) -> str:
 
 
 _strict_option = click.option("--strict", is_flag=True, help="Fail on a file that cannot be read instead of skipping it.")
+_follow_links_option = click.option(
+    "--follow-links", is_flag=True,
+    help="Inside folders, also index symlinked files that point outside the inputs (skipped by default).")
 
 
 @click.group()
@@ -88,6 +91,7 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @click.option("--ann-probe", type=click.IntRange(min=1), default=None,
               help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
 @_strict_option
+@_follow_links_option
 @bundle_option
 @threads_option
 @precision_option
@@ -95,8 +99,8 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @progress_option
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
-          ann_probe: int | None, strict: bool, bundle: str | None, threads: int, precision: str,
-          progress_mode: str) -> None:
+          ann_probe: int | None, strict: bool, follow_links: bool, bundle: str | None, threads: int,
+          precision: str, progress_mode: str) -> None:
     """Index text, markdown, JSON and JSONL files (folders are searched recursively; - reads stdin).
 
     A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
@@ -110,7 +114,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
       pdftotext report.pdf - | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
-    documents, skipped = _read(inputs, strict)
+    documents, skipped = _read(inputs, strict, follow_links)
     encoder = encoder_from_options(bundle, threads, precision)
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         if location is None:
@@ -133,13 +137,14 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--allow-duplicates", is_flag=True, help="Add documents whose content the index already holds.")
 @_strict_option
+@_follow_links_option
 @bundle_option
 @threads_option
 @precision_option
 @cache_option
 @progress_option
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
-        bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+        follow_links: bool, bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
     """Append documents (files, folders, - for stdin) to an index folder or milvus:// collection.
 
     They are chunked and embedded like the rest, with the bundle the index was built with
@@ -149,7 +154,7 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
     A local index's writers take turns; a Milvus collection takes one writer at a time.
     """
-    documents, skipped = _read(inputs, strict)
+    documents, skipped = _read(inputs, strict, follow_links)
     current = open_index(index_dir)
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
@@ -161,8 +166,9 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
         with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
                                 allow_duplicates=allow_duplicates)
-        if grown.generation != current.generation:
-            added = grown.manifest["last_write"]["chunks"]
+        added = grown.added_chunks  # what this command wrote, not what the last writer wrote
+        if not allow_duplicates:  # another writer may have added some of them meanwhile
+            known = len(documents) - grown.added_documents
         total = len(grown)
     elif fresh:
         with progress_reporter(progress_mode, "embedding", "chunks") as progress:

@@ -218,7 +218,9 @@ def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
             raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
-        lines = [(n, line) for n, line in enumerate(text.splitlines(), start=1) if line.strip()]
+        # JSON Lines ends lines with \n (and \r\n) only: str.splitlines() would also split inside strings
+        # at U+2028, U+2029, U+0085 and other breaks that JSON allows raw
+        lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
         if not lines:
             raise InputError(f"{source_name(path)} is empty; give JSON or JSON Lines") from None
         if len(lines) == 1:

@@ -152,12 +152,17 @@ class AnnIndex:
             )
         self._faiss = faiss
         self._index = index
+        self._where = where
 
     def __len__(self) -> int:
         return int(self._index.ntotal)
 
     def candidates(self, query: np.ndarray, k: int) -> np.ndarray:
-        """Ids of up to ``max(4·k, 64)`` approximate neighbours of ``query`` (sorted, no repeats)."""
+        """Ids of up to ``max(4·k, 64)`` approximate neighbours of ``query`` (sorted, no repeats).
+
+        Raises:
+            LocalIndexError: the structure holds an id outside ``0..count-1`` (a tampered file).
+        """
         wanted = min(max(4 * k, 64), len(self))
         probe = int(self.entry["probe"])
         if self.entry["kind"] == "hnsw":
@@ -165,7 +170,12 @@ class AnnIndex:
         else:
             params = self._faiss.SearchParametersIVF(nprobe=probe)
         _, ids = self._index.search(np.ascontiguousarray(query.reshape(1, -1), dtype=np.float32), wanted, params=params)
-        return np.unique(ids[0][ids[0] >= 0]).astype(np.int64)
+        found = ids[0][ids[0] != -1]  # -1: faiss found fewer than asked
+        bad = found[(found < 0) | (found >= len(self))]
+        if bad.size:  # ids stored in the file itself: a tampered file whose hashes were recomputed
+            raise LocalIndexError(f"{self._where} proposes chunk id {int(bad[0])}, outside the index "
+                                  f"(0..{len(self) - 1}); rebuild the index")
+        return np.unique(found).astype(np.int64)
 
     def extended(self, vectors: np.ndarray) -> bytes:
         """The serialisation of a copy of this structure with ``vectors`` appended (``index add``)."""

@@ -15,10 +15,15 @@ from typing import Any
 from ..documents import Chunk, document_text
 from ..errors import ConfigError, InputError
 
-__all__ = ["chunk_text", "iter_chunks", "check_chunking", "chunk_texts", "find_spanning_chunks"]
+__all__ = ["chunk_text", "iter_chunks", "check_chunking", "chunk_texts", "find_spanning_chunks", "count_words"]
 
 _WORD = re.compile(r"\S+")
 _SPACE = re.compile(r"\s")
+
+
+def count_words(text: str) -> int:
+    """How many words the chunker sees in ``text`` (runs of non-space characters)."""
+    return sum(1 for _ in _WORD.finditer(text))
 
 
 def check_chunking(chunk_size: int, overlap: int | None) -> int:

@@ -2,15 +2,19 @@
 
 A file that cannot be used — a PDF, an unsupported type found in a folder, bytes that are
 not UTF-8, JSON that is malformed or holds no text field, an empty file — is skipped with
-its reason (``on_skip``), or, with ``strict=True``, is an error naming the file. Hidden files
-and folders (``.git``, ``.DS_Store``) inside a folder are passed over silently. The path ``-``
-reads one text document from standard input, named ``<stdin>``.
+its reason (``on_skip``), or, with ``strict=True``, is an error naming the file. So is, inside a
+folder, a FIFO, socket or device, a link to a folder, a broken link, a link to a file outside
+the folders given (unless ``follow_links``) and a file that vanishes while it is read. Hidden files
+and folders (``.git``, ``.DS_Store``) inside a folder are passed over silently. Folders are
+walked with a stack, so any depth works. The path ``-`` reads one text document from standard
+input, named ``<stdin>``.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import stat
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -59,7 +63,88 @@ def _unsupported(path: Path) -> str:
     return f"unsupported file type {kind}; index .txt, .md, .rst, .json or .jsonl files"
 
 
-def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Iterator[Path | str]:
+def _kind(mode: int) -> str | None:
+    """What a non-regular, non-folder file is, for skip reasons (None: a regular file or a folder)."""
+    if stat.S_ISFIFO(mode):
+        return "a FIFO (named pipe)"
+    if stat.S_ISSOCK(mode):
+        return "a socket"
+    if stat.S_ISCHR(mode) or stat.S_ISBLK(mode):
+        return "a device"
+    return None
+
+
+def _inside(target: str, roots: Sequence[str]) -> bool:
+    return any(target == root or target.startswith(root.rstrip(os.sep) + os.sep) for root in roots)
+
+
+def _link_reason(found: Path, roots: Sequence[str], follow_links: bool) -> str | None:
+    """Why the symlink ``found`` is skipped, or None to read the file it points to."""
+    try:
+        target = os.path.realpath(found, strict=True)
+        mode = os.stat(found).st_mode
+    except FileNotFoundError:
+        return "a broken link"
+    except OSError as exc:
+        return f"a link that cannot be followed ({exc.strerror or exc})"
+    if stat.S_ISDIR(mode):
+        return "a link to a folder (links to folders are not followed; give the folder itself to index it)"
+    kind = _kind(mode)
+    if kind:
+        return f"a link to {kind}, not a file"
+    if not follow_links and not _inside(target, roots):
+        return f"a link to {path_label(target)}, outside the folders being indexed (--follow-links indexes it)"
+    return None
+
+
+def _children(folder: Path, skip: SkipHandler) -> Iterator[Path]:
+    """The entries of ``folder`` that are not hidden, sorted by name (a folder that cannot be read is skipped)."""
+    try:
+        names = sorted(os.listdir(folder))
+    except FileNotFoundError:
+        skip(folder, "the folder vanished while it was read")
+        return iter(())
+    except OSError as exc:
+        skip(folder, f"cannot read the folder ({exc.strerror or exc})")
+        return iter(())
+    return iter([folder / name for name in names if not name.startswith(".")])
+
+
+def _walk(folder: Path, skip: SkipHandler, follow_links: bool) -> Iterator[Path]:
+    """The files under ``folder`` in sorted path order, walked with a stack (any depth), reporting
+    every entry that is not a readable file of a supported type."""
+    roots = [os.path.realpath(folder)]
+    stack = [_children(folder, skip)]  # the folder given may itself be a link: it is followed
+    while stack:
+        found = next(stack[-1], None)
+        if found is None:
+            stack.pop()
+            continue
+        try:
+            mode = os.lstat(found).st_mode
+        except FileNotFoundError:
+            skip(found, "it vanished while the folder was read")
+            continue
+        except OSError as exc:
+            skip(found, f"cannot read it ({exc.strerror or exc})")
+            continue
+        if stat.S_ISDIR(mode):
+            stack.append(_children(found, skip))
+            continue
+        if stat.S_ISLNK(mode):
+            reason = _link_reason(found, roots, follow_links)
+        else:
+            kind = _kind(mode)
+            reason = f"{kind}, not a file" if kind else None
+        if reason:
+            skip(found, reason)
+        elif found.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES:
+            yield found
+        else:
+            skip(found, _unsupported(found))
+
+
+def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler, follow_links: bool) -> Iterator[Path | str]:
     if sum(is_stdin(raw) for raw in paths) > 1:
         raise InputError("standard input (-) can be read once; give - a single time")
     for raw in paths:
@@ -68,16 +153,7 @@ def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler) -> Itera
             continue
         path = Path(raw)
         if path.is_dir():
-            for found in sorted(path.rglob("*")):
-                if any(part.startswith(".") for part in found.relative_to(path).parts):
-                    continue
-                if found.is_file():
-                    if found.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES:
-                        yield found
-                    else:
-                        skip(found, _unsupported(found))
-                elif found.is_symlink():
-                    skip(found, "a broken link")
+            yield from _walk(path, skip, follow_links)
         elif path.suffix.lower() == ".pdf" and path.is_file():
             skip(path, _PDF)
         elif path.exists():
@@ -103,6 +179,7 @@ def read_documents(
     *,
     strict: bool = False,
     on_skip: SkipHandler | None = None,
+    follow_links: bool = False,
 ) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
 
@@ -116,6 +193,9 @@ def read_documents(
         paths: files and folders.
         strict: fail on the first file that cannot be used instead of skipping it.
         on_skip: called with ``(path, reason)`` for every skipped file (default: a logged warning).
+        follow_links: inside folders, also read symlinked files that point outside the folders
+            given (by default they are skipped with their reason; links to folders are never
+            followed). A file named in ``paths`` is read wherever it points.
 
     Returns:
         The documents, in path order; each knows its ``file``.
@@ -140,11 +220,11 @@ def read_documents(
             logger.warning("skipped %s: %s", label, reason)
 
     documents: list[SourceDocument] = []
-    for path in _expand(paths, skip):
+    for path in _expand(paths, skip, follow_links):
         try:
             found = _file_documents(path)
         except InputError as exc:
-            skip(path, str(exc))
+            skip(path, str(exc) if os.path.lexists(path) else "it vanished before it could be read")
             continue
         if found:
             documents += found

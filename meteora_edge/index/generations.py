@@ -6,11 +6,12 @@ Layout (format 2)::
       manifest.json           the pointer: {"format", "format_version": 2, "generation": "gen-000003-1f2e3d4c"}
       .writer.lock            the writer lock (flock through ``filelock``; stays in place)
       gen-000003-1f2e3d4c/    the live generation, never modified after the pointer names it
+        .meteora-edge-generation   the marker, written first: {"format", "generation": its own name}
         manifest.json         encoder, chunking, count, last write, sha256 and size of every file
         vectors.npy  chunks.jsonl  chunk_offsets.npy  bm25_*.npy  bm25_vocab.json
 
-Writers take the lock, remove what killed writers left (unnamed generations, pointer
-temporaries), write a new generation (every file and folder fsynced), replace the pointer
+Writers take the lock, remove what killed writers left (unnamed generations carrying the
+marker, pointer temporaries; a folder only named like a generation is never removed), write a new generation (every file and folder fsynced), replace the pointer
 (write a temporary, fsync, ``os.replace``, fsync the folder) and remove the generation it
 superseded. A kill at any moment leaves the pointer naming the old or the new generation,
 both complete.
@@ -30,6 +31,7 @@ import logging
 import os
 import secrets
 import shutil
+import stat
 import tempfile
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -40,6 +42,7 @@ import numpy as np
 from filelock import FileLock, Timeout
 
 from .manifest import (
+    ANN_FILE,
     GENERATION_NAME,
     INDEX_FORMAT,
     INDEX_FORMAT_VERSION,
@@ -50,14 +53,19 @@ from .manifest import (
     parse_strict_json,
 )
 from .snapshot import read_small_file
-from ..errors import InputError, LocalIndexError
+from ..errors import ConfigError, InputError, LocalIndexError
 from ..fileio import give_normal_permissions
 
-__all__ = ["WRITER_LOCK", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
+__all__ = ["WRITER_LOCK", "GENERATION_MARKER", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
 
 logger = logging.getLogger(__name__)
 
 WRITER_LOCK = ".writer.lock"
+#: Written first into every generation folder, naming it: the proof that the folder is this index's.
+GENERATION_MARKER = ".meteora-edge-generation"
+#: Seconds a writer waits for another writer's lock, unless ``lock_timeout=`` or the variable below says otherwise.
+DEFAULT_LOCK_TIMEOUT = 60.0
+LOCK_TIMEOUT_ENV = "METEORA_EDGE_LOCK_TIMEOUT"
 _POINTER_TMP = (f".{MANIFEST}.", ".tmp")
 
 
@@ -69,10 +77,34 @@ def _fsync_folder(path: Path) -> None:
         os.close(fd)
 
 
-def _is_leftover(name: str) -> bool:
-    return name == WRITER_LOCK or bool(GENERATION_NAME.fullmatch(name)) or (
-        name.startswith(_POINTER_TMP[0]) and name.endswith(_POINTER_TMP[1])
-    )
+def _is_pointer_tmp(name: str) -> bool:
+    return name.startswith(_POINTER_TMP[0]) and name.endswith(_POINTER_TMP[1])
+
+
+def _marker_bytes(generation: str) -> bytes:
+    return _json_bytes({"format": INDEX_FORMAT, "generation": generation})
+
+
+def _written_here(folder: Path, *, legacy: bool = False) -> bool:
+    """Whether the generation-named entry ``folder`` is provably a generation an index wrote.
+
+    A generation holds :data:`GENERATION_MARKER` (written before anything else) naming it; an
+    empty folder (a writer killed between mkdir and the marker) holds nothing to lose. With
+    ``legacy`` (inside a folder whose pointer names a live generation), a folder holding only
+    names an index writes also counts: generations written before the marker existed.
+    A symlink, a file, or a folder of anything else is somebody else's and is kept.
+    """
+    try:
+        if not stat.S_ISDIR(os.lstat(folder).st_mode):
+            return False
+        names = os.listdir(folder)
+        if not names:
+            return True
+        if GENERATION_MARKER in names and read_small_file(folder / GENERATION_MARKER) == _marker_bytes(folder.name):
+            return True
+    except OSError:
+        return False
+    return legacy and set(names) <= {*REQUIRED_FILES, ANN_FILE, MANIFEST}
 
 
 def _is_index_marker(path: Path) -> bool:
@@ -86,8 +118,10 @@ def _is_index_marker(path: Path) -> bool:
 def target_state(root: Path) -> Literal["free", "index"]:
     """Whether ``root`` may receive a new index: ``"free"`` or ``"index"`` (an index to replace).
 
-    Free means missing, empty, or holding only what a killed first build left (the lock,
-    unnamed generations). A file, or a folder with anything else, is refused.
+    Free means missing, empty, or holding only what a killed first build left: the (empty)
+    lock file, pointer temporaries and generation folders that carry this index's marker (see
+    :func:`_written_here`). A file, or a folder with anything else (folders merely named like
+    generations included), is refused.
 
     Raises:
         InputError: ``root`` is a file, or a folder that is not a meteora-edge index.
@@ -105,7 +139,11 @@ def target_state(root: Path) -> Literal["free", "index"]:
         if _is_index_marker(root / MANIFEST):
             return "index"
         raise InputError(f"{root} holds a {MANIFEST} that is not a meteora-edge index; {refuse}")
-    strangers = [name for name in names if not _is_leftover(name)]
+    strangers = [name for name in names if not (
+        _is_pointer_tmp(name)
+        or (name == WRITER_LOCK and _is_empty_file(root / name))
+        or (GENERATION_NAME.fullmatch(name) and _written_here(root / name))
+    )]
     if strangers:
         more = f" and {len(strangers) - 1} more" if len(strangers) > 1 else ""
         raise InputError(f"{root} is a folder that is not a meteora-edge index (it holds {strangers[0]!r}{more}); "
@@ -113,18 +151,42 @@ def target_state(root: Path) -> Literal["free", "index"]:
     return "free"
 
 
+def lock_timeout(seconds: float | None = None) -> float:
+    """How long a writer waits for the lock: ``seconds``, else ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60.
+
+    Raises:
+        ConfigError: a negative, infinite or non-numeric value.
+    """
+    where = "lock_timeout"
+    if seconds is None:
+        raw = os.environ.get(LOCK_TIMEOUT_ENV, "").strip()
+        if not raw:
+            return DEFAULT_LOCK_TIMEOUT
+        where = LOCK_TIMEOUT_ENV
+        try:
+            seconds = float(raw)
+        except ValueError:
+            raise ConfigError(f"{LOCK_TIMEOUT_ENV} must be a number of seconds, got {raw!r:.40}") from None
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not 0 <= seconds < float("inf"):
+        raise ConfigError(f"{where} must be a number of seconds >= 0, got {seconds!r:.40}")
+    return float(seconds)
+
+
 @contextmanager
-def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
+def writer_lock(root: Path, *, create: bool, timeout: float | None = None) -> Iterator[None]:
     """Hold the writer lock of the index at ``root`` (waiting for another writer to finish).
 
     Args:
         root: the index folder.
         create: create the folder (and its parents) when it does not exist.
+        timeout: seconds to wait for another writer (see :func:`lock_timeout`).
 
     Raises:
-        LocalIndexError: the folder is missing (without ``create``), or it or its lock file
-            cannot be created or opened.
+        LocalIndexError: the folder is missing (without ``create``), it or its lock file
+            cannot be created or opened, or another writer held the lock past ``timeout``.
+        ConfigError: a bad ``timeout``.
     """
+    wait = lock_timeout(timeout)
     if not create and not root.is_dir():  # the lock file would recreate a removed index folder
         raise LocalIndexError(f"index folder not found: {root}; build one with 'meteora-edge index build'")
     try:
@@ -135,8 +197,13 @@ def writer_lock(root: Path, *, create: bool) -> Iterator[None]:
         try:
             lock.acquire(timeout=0)
         except Timeout:
-            logger.info("waiting for another writer of %s", root)
-            lock.acquire()
+            logger.info("waiting up to %g s for another writer of %s", wait, root)
+            try:
+                lock.acquire(timeout=wait)
+            except Timeout:
+                raise LocalIndexError(
+                    f"another writer has held the lock of {root} for {wait:g} s; try again once it has finished "
+                    f"(lock_timeout, or {LOCK_TIMEOUT_ENV}, sets how long to wait)") from None
     except OSError as exc:
         raise LocalIndexError(f"cannot write the index at {root}: {exc.strerror or exc}") from None
     try:
@@ -171,6 +238,14 @@ class GenerationWriter:
         self.folder = root / self.name
         self.files: dict[str, dict[str, Any]] = {}
         self.folder.mkdir()
+        try:  # the marker first: it is what lets a later writer remove this folder if we are killed
+            with open(self.folder / GENERATION_MARKER, "xb") as marker:
+                marker.write(_marker_bytes(self.name))
+                marker.flush()
+                os.fsync(marker.fileno())
+        except BaseException:
+            shutil.rmtree(self.folder, ignore_errors=True)
+            raise
 
     @contextmanager
     def stream(self, name: str) -> Iterator[_HashingFile]:
@@ -200,6 +275,14 @@ class GenerationWriter:
         _fsync_folder(self.root)
 
 
+def _is_empty_file(path: Path) -> bool:
+    try:
+        info = os.lstat(path)
+    except OSError:
+        return False
+    return stat.S_ISREG(info.st_mode) and info.st_size == 0
+
+
 def _json_bytes(data: dict[str, Any]) -> bytes:
     return (json.dumps(data, indent=2, sort_keys=True, allow_nan=False) + "\n").encode("utf-8")
 
@@ -223,13 +306,17 @@ def _live_generation(root: Path) -> str | None:
 
 
 def _remove_leftovers(root: Path) -> None:
-    """Remove every generation the pointer does not name, pointer temporaries, old top-level files."""
+    """Remove the generations this index wrote that the pointer does not name, pointer temporaries,
+    old top-level files; a folder merely named like a generation stays."""
     live = _live_generation(root)
     for name in os.listdir(root):
         path = root / name
         if GENERATION_NAME.fullmatch(name) and name != live:
-            shutil.rmtree(path, ignore_errors=True)
-        elif (name.startswith(_POINTER_TMP[0]) and name.endswith(_POINTER_TMP[1])) or (
+            if _written_here(path, legacy=live is not None):
+                shutil.rmtree(path, ignore_errors=True)
+            else:
+                logger.warning("%s is named like a generation but this index did not write it; left in place", path)
+        elif _is_pointer_tmp(name) or (
             live is not None and name in REQUIRED_FILES  # format-1 files once a generation is live
         ):
             path.unlink(missing_ok=True)

@@ -35,8 +35,10 @@ from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, parse_strict_json
+from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, parse_strict_json
+from .chunking import count_words
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
+from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
@@ -70,6 +72,9 @@ class LocalIndex:
         count, dim = manifest["count"], manifest["encoder"]["dimension"]
         self.root = snapshot.root
         self.generation = snapshot.generation
+        #: What the :meth:`add` call that returned this version wrote (0 and 0 for any other version).
+        self.added_chunks = 0
+        self.added_documents = 0
         self.manifest = manifest
         self.vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
                                 where=str(where / "vectors.npy"))
@@ -95,6 +100,18 @@ class LocalIndex:
                                 where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
+        self._check_chunking(where)
+
+    def _check_chunking(self, where: Path) -> None:
+        """The manifest's chunk_size must hold the first and last stored chunks (a cheap check that
+        it was not edited: add chunks new documents with it)."""
+        size = self.manifest["chunking"]["chunk_size"]
+        for record in self.records(sorted({0, len(self) - 1})):
+            words = count_words(record["text"])
+            if words > size:
+                raise LocalIndexError(
+                    f"{where / MANIFEST} is corrupt: chunking.chunk_size is {size}, but chunk {record['id']} holds "
+                    f"{words} words; rebuild the index")
 
     def __len__(self) -> int:
         return int(self.vectors.shape[0])
@@ -118,6 +135,7 @@ class LocalIndex:
         progress: Progress | None = None,
         ann: AnnConfig | None = None,
         bundle: str | os.PathLike[str] | None = None,
+        lock_timeout: float | None = None,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
@@ -128,6 +146,8 @@ class LocalIndex:
         structure is built over the vectors too (needs the ``ann`` extra). With ``bundle`` (the
         folder ``encoder`` came from) its absolute path and manifest sha256 are recorded, so
         later commands can use it again (see :mod:`meteora_edge.index.bundle_record`).
+        ``lock_timeout`` is how many seconds to wait for another writer (default:
+        ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60).
 
         Returns:
             The new index, opened.
@@ -139,6 +159,7 @@ class LocalIndex:
             MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
+        wait = resolve_lock_timeout(lock_timeout)  # a bad value fails before the embedding, not after it
         if target_state(target) == "index" and not overwrite:
             raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
@@ -163,7 +184,7 @@ class LocalIndex:
             "last_write": {"op": "build", "chunks": len(lines)},
             **({"ann": entry} if ann is not None else {}),
         }
-        with writer_lock(target, create=True):
+        with writer_lock(target, create=True, timeout=wait):
             if target_state(target) == "index" and not overwrite:  # another build got there first
                 raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
             with new_generation(target) as writer:
@@ -178,6 +199,7 @@ class LocalIndex:
         batch_size: int = 64,
         progress: Progress | None = None,
         allow_duplicates: bool = False,
+        lock_timeout: float | None = None,
     ) -> LocalIndex:
         """Append documents to the index at ``self.root``; return the new version, opened.
 
@@ -186,8 +208,11 @@ class LocalIndex:
         may be newer than ``self``), never to a stale copy. Documents that version already
         holds (every chunk's text has a stored chunk's sha256) are left out unless
         ``allow_duplicates``; when none is left, that version is returned and nothing is written.
+        The returned version's ``added_chunks`` and ``added_documents`` say what this call wrote
+        (0 when another writer had added the same documents first).
         An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
-        lists it was trained on; rebuild after the corpus has changed a lot).
+        lists it was trained on; rebuild after the corpus has changed a lot). ``lock_timeout``
+        is as in :meth:`build`.
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
@@ -195,7 +220,7 @@ class LocalIndex:
                 cannot be written (then it stays as it was).
         """
         self._check_encoder(encoder)
-        with writer_lock(self.root, create=False):
+        with writer_lock(self.root, create=False, timeout=resolve_lock_timeout(lock_timeout)):
             base = LocalIndex.load(self.root, encoder=encoder)
             if not allow_duplicates:
                 documents = unseen_documents(base, documents)
@@ -217,7 +242,9 @@ class LocalIndex:
             ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
             with new_generation(self.root) as writer:
                 _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
-            return LocalIndex.load(self.root, encoder=encoder, verify=False)
+            grown = LocalIndex.load(self.root, encoder=encoder, verify=False)
+            grown.added_chunks, grown.added_documents = len(lines), len(documents)
+            return grown
 
     def _copy_records(self, out: Any) -> np.ndarray:
         """Write this version's chunk lines to ``out`` (from the open file); return their offsets."""

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import json
 import re
+from datetime import datetime
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -179,6 +180,17 @@ def parse_strict_json(raw: bytes, where: str, *, max_bytes: int | None = MAX_MAN
         raise LocalIndexError(f"{where} is corrupt ({reason}); rebuild the index") from None
 
 
+def _timestamp(value: str, at: str) -> datetime:
+    """An ISO 8601 time with its UTC offset, as the index writes them."""
+    try:
+        moment = datetime.fromisoformat(value)
+    except ValueError:
+        moment = None
+    if moment is None or moment.tzinfo is None:
+        raise _Bad(f"{at} must be an ISO 8601 time with a UTC offset, got {value!r:.60}")
+    return moment
+
+
 def check_pointer(data: Any, where: str) -> str:
     """The generation a format-2 pointer names.
 
@@ -205,13 +217,23 @@ def check_manifest(data: Any, where: str, *, version: int) -> dict[str, Any]:
 
     Raises:
         LocalIndexError: a missing or extra key, a wrong type, a value out of range, a
-            file list other than :func:`generation_files`, or overlap >= chunk_size.
+            file list other than :func:`generation_files`, overlap >= chunk_size, a time that is
+            not ISO 8601 with an offset, ``updated`` before ``created``, or a last write of more
+            chunks than the count (a build: other than the count).
     """
     try:
         _MANIFESTS[version].check(data, "manifest")
         chunking = data["chunking"]
         if chunking["overlap"] >= chunking["chunk_size"]:
             raise _Bad(f"manifest.chunking.overlap ({chunking['overlap']}) must be below chunk_size")
+        created, updated = (_timestamp(data[key], f"manifest.{key}") for key in ("created", "updated"))
+        if updated < created:
+            raise _Bad(f"manifest.updated ({data['updated']}) is before manifest.created ({data['created']})")
+        last = data.get("last_write")
+        if last is not None and last["chunks"] > data["count"]:
+            raise _Bad(f"manifest.last_write.chunks ({last['chunks']}) is more than manifest.count ({data['count']})")
+        if last is not None and last["op"] == "build" and last["chunks"] != data["count"]:
+            raise _Bad(f"manifest.last_write is a build of {last['chunks']} chunks, but manifest.count is {data['count']}")
         if ("ann" in data) != (ANN_FILE in data["files"]):
             raise _Bad(f"manifest.files must list {ANN_FILE} exactly when manifest.ann is given")
         if "ann" in data and not data["ann"]["factory"].startswith(data["ann"]["kind"].upper()):

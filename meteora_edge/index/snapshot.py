@@ -12,6 +12,7 @@ side are in :mod:`meteora_edge.index.generations`.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import os
 import stat
@@ -33,7 +34,7 @@ from .manifest import (
 )
 from ..errors import LocalIndexError
 
-__all__ = ["Snapshot", "open_snapshot", "read_npy", "read_small_file"]
+__all__ = ["Snapshot", "open_snapshot", "open_regular", "read_npy", "read_small_file"]
 
 _OPEN_ATTEMPTS = 8
 _BLOCK = 1 << 20
@@ -54,9 +55,33 @@ class Snapshot:
             handle.close()
 
 
+def open_regular(path: Path) -> BinaryIO:
+    """Open ``path`` for reading only if it is a regular file, never waiting on a FIFO.
+
+    Raises:
+        OSError: as ``open`` does; ``EINVAL`` ("not a regular file") for a FIFO, device, socket or folder.
+    """
+    # O_NONBLOCK: opening a FIFO must not wait for a writer; it changes nothing for a regular file
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    try:
+        mode = os.fstat(fd).st_mode
+        if stat.S_ISDIR(mode):
+            raise IsADirectoryError(errno.EISDIR, os.strerror(errno.EISDIR), str(path))
+        if not stat.S_ISREG(mode):
+            raise OSError(errno.EINVAL, "not a regular file (a FIFO, device or socket)", str(path))
+    except BaseException:
+        os.close(fd)
+        raise
+    return os.fdopen(fd, "rb")
+
+
 def read_small_file(path: Path) -> bytes:
-    """The first ``MAX_MANIFEST_BYTES + 1`` bytes of a file (enough to refuse an oversized manifest)."""
-    with open(path, "rb") as handle:
+    """The first ``MAX_MANIFEST_BYTES + 1`` bytes of a regular file (enough to refuse an oversized manifest).
+
+    Raises:
+        OSError: as :func:`open_regular`.
+    """
+    with open_regular(path) as handle:
         return handle.read(MAX_MANIFEST_BYTES + 1)
 
 
@@ -139,15 +164,15 @@ def _open_version(root: Path, pointer: bytes, verify: bool) -> Snapshot:
 
 def _open_checked(path: Path, entry: dict[str, Any], verify: bool) -> BinaryIO:
     try:
-        handle = open(path, "rb")
+        handle = open_regular(path)
     except FileNotFoundError:
         raise
     except OSError as exc:
+        if exc.errno == errno.EINVAL:
+            raise LocalIndexError(f"{path} is not a regular file; rebuild the index") from None
         raise LocalIndexError(f"cannot open {path} ({exc.strerror or exc}); rebuild the index") from None
     try:
         info = os.fstat(handle.fileno())
-        if not stat.S_ISREG(info.st_mode):
-            raise LocalIndexError(f"{path} is not a regular file; rebuild the index")
         if info.st_size != entry["size"]:
             raise LocalIndexError(f"{path} has the wrong size (truncated or replaced); rebuild the index")
         if verify:

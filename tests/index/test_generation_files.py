@@ -13,7 +13,7 @@ import pytest
 from meteora_edge import HashingEncoder
 from meteora_edge.errors import InputError, LocalIndexError
 from meteora_edge.index.corpus import SourceDocument
-from meteora_edge.index.generations import GenerationWriter, target_state
+from meteora_edge.index.generations import GENERATION_MARKER, GenerationWriter, target_state
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.manifest import REQUIRED_FILES
 from meteora_edge.models.bm25 import BM25_ARRAYS
@@ -66,13 +66,13 @@ def _pointer_tmp(name: str) -> bool:
 
 
 def test_build_fsyncs_every_file_then_the_folders_then_the_pointer(tmp_path, fsyncs):
-    """A first build fsyncs: the parent of the new folder, each generation file as written, the
+    """A first build fsyncs: the parent of the new folder, the generation's marker, each generation file as written, the
     generation folder, the index folder, the temporary pointer, and the index folder after the switch.
     Every folder is opened read-only as a directory."""
     synced, folder_flags = fsyncs
     index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
     gen = f"ix/{index.generation}"
-    assert synced[:-2] == [".", *(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
+    assert synced[:-2] == [".", f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
     assert _pointer_tmp(synced[-2]) and synced[-1] == "ix"
     assert len(folder_flags) == 4
     assert all(flags == os.O_RDONLY | os.O_DIRECTORY for flags in folder_flags)
@@ -86,7 +86,7 @@ def test_add_fsyncs_the_new_generation_and_the_pointer_but_creates_no_folder(tmp
     folder_flags.clear()
     grown = index.add(DOCS[1:], HashingEncoder())
     gen = f"ix/{grown.generation}"
-    assert synced[:-2] == [*(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
+    assert synced[:-2] == [f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
     assert _pointer_tmp(synced[-2]) and synced[-1] == "ix"
     assert folder_flags == [os.O_RDONLY | os.O_DIRECTORY] * 3
 

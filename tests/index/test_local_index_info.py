@@ -5,6 +5,7 @@ from datetime import datetime
 
 import pytest
 
+from meteora_edge.index.generations import GENERATION_MARKER
 from meteora_edge import HashingEncoder
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.local_index import INDEX_FORMAT_VERSION, LocalIndex
@@ -19,7 +20,8 @@ DOCS = [
 
 def _generation_bytes(root, generation):
     """What the generation's data files take on disk (everything but its own manifest)."""
-    return sum(p.stat().st_size for p in (root / generation).iterdir() if p.name != "manifest.json")
+    return sum(p.stat().st_size for p in (root / generation).iterdir()
+               if p.name not in ("manifest.json", GENERATION_MARKER))
 
 
 @pytest.fixture

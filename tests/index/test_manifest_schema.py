@@ -31,8 +31,8 @@ VALID = {
 ANN = {"kind": "ivf", "factory": "IVF64,SQ8", "probe": 8}
 
 
-def _edited(path: str | tuple[str, ...], value=None, *, delete: bool = False) -> dict:
-    manifest = copy.deepcopy(VALID)
+def _edited(path: str | tuple[str, ...], value=None, base: dict | None = None, *, delete: bool = False) -> dict:
+    manifest = copy.deepcopy(VALID if base is None else base)
     *parents, key = path if isinstance(path, tuple) else path.split(".")
     node = manifest
     for part in parents:
@@ -114,7 +114,8 @@ ACCEPTED = [
     VALID,
     _edited("encoder.dimension", 1), _edited("encoder.dimension", 65536), _edited("encoder.id", "e" * 512),
     _edited("chunking.overlap", 0), _edited("chunking.overlap", 199), _edited("chunking.chunk_size", 2 ** 24),
-    _edited("count", 1), _edited("count", 2 ** 40), _edited("created", "t"), _edited("created", "t" * 64),
+    _edited("last_write.chunks", 1, _edited("count", 1)), _edited("last_write.op", "add", _edited("count", 2 ** 40)),
+    _edited("created", "2025-01-01T00:00:00Z"), _edited("created", "2025-01-01T23:59:59.999999+12:00"),
     _edited(("files", "vectors.npy"), {"sha256": "0" * 64, "size": 0}), _edited("last_write.op", "add"),
     _with_ann(ANN), _with_ann({"kind": "hnsw", "factory": "HNSW32,SQ8", "probe": 2 ** 20}),
 ]
