@@ -262,7 +262,7 @@ def _big_input(folder: Path) -> Path:
 
 def _one_line_error(proc: subprocess.CompletedProcess, *needles: str) -> None:
     assert proc.returncode == 1, proc.stderr
-    lines = [line for line in proc.stderr.splitlines() if line.strip() and line.strip() != "embedding"]
+    lines = [line for line in proc.stderr.splitlines() if line.strip() and not line.startswith("embedding")]  # progress lines
     assert len(lines) == 1 and lines[0].startswith("Error: "), proc.stderr
     assert "Traceback" not in proc.stderr and all(n in lines[0] for n in needles), lines[0]
 
