@@ -67,7 +67,9 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
               help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
-@click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
+@click.option("--tau", type=click.FloatRange(-1.0, 1.0), default=None,
+              help="Relevance threshold of the cross-encoder/cosine rung, in [-1, 1] [the encoder's own: "
+                   "0.4 for a bundle that records none, 0.1 for the hashing encoder; 0.4 for the cross-encoder].")
 @click.option("--n-min", type=click.IntRange(min=0), default=None, help="BM25 fallback below this many chunks [3 with --index].")
 @click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")
