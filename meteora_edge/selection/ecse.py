@@ -21,7 +21,7 @@ from ..errors import ConfigError, InputError
 from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
-from .auto_rationales import question_rationales, second_hop_rationale
+from .auto_rationales import plan_second_hop, question_rationales
 from .rationales import Rationale, as_rationales
 from .stages import (
     SCORINGS,
@@ -244,11 +244,12 @@ class MeteoraSelector:
         first = int(np.argmax(scorer.score(parts).fused[0]))  # a plain question is one rationale
         strategy["first_hop"] = first
         others = [text for j, text in enumerate(texts) if j != first]
-        hop = second_hop_rationale(query, texts[first], others, index=len(parts) + 1)
-        if hop is None:
+        hop = plan_second_hop(query, texts[first], others, index=len(parts) + 1)
+        strategy["second_hop"] = hop.to_dict()
+        if hop.rationale is None:
             return AutoPlan(parts, strategy, first_hop_text=texts[first])
-        rationale, strategy["bridges"] = hop
-        return AutoPlan([*parts, rationale], strategy, first_hop_text=texts[first], exclude_rows=(len(parts),))
+        strategy["bridges"] = hop.bridges
+        return AutoPlan([*parts, hop.rationale], strategy, first_hop_text=texts[first], exclude_rows=(len(parts),))
 
     def select_auto(
         self,
