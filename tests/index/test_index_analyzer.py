@@ -43,7 +43,7 @@ def test_add_analyses_new_chunks_as_the_index_was_built(tmp_path):
 
 
 def test_an_index_without_the_record_keeps_its_old_tokenisation(tmp_path):
-    built = LocalIndex.build(tmp_path / "ix", DOCS[:2], ENC, chunk_size=50, analyzer=UNICODE_WORDS)
+    built = LocalIndex.build(tmp_path / "ix", DOCS, ENC, chunk_size=50, analyzer=UNICODE_WORDS)
     manifest = json.loads(_manifest(built).read_text())
     del manifest["analyzer"]
     _manifest(built).write_text(json.dumps(manifest))
