@@ -46,6 +46,14 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
     return fmt or legacy or "json", "full" if trace else detail or "summary"
 
 
+def _check_tau(value: float | None) -> float | None:
+    """--tau is a cosine or a probability: outside [-1, 1] it is refused with one line."""
+    if value is not None and not -1.0 <= value <= 1.0:
+        raise click.ClickException(f"--tau {value} is outside the relevance score's range [-1, 1] "
+                                   "(a cosine; the cross-encoder's probability needs [0, 1])")
+    return value
+
+
 @click.command()
 @click.option("--chunks", "chunks_file", default=None,
               help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks (- reads standard input).")
@@ -69,7 +77,9 @@ def _output_choice(fmt: str | None, legacy: str | None, detail: str | None, trac
               help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
-@click.option("--tau", type=float, default=None, help="Relevance threshold of the cross-encoder/cosine rung [0.4].")
+@click.option("--tau", type=float, default=None, callback=lambda ctx, param, value: _check_tau(value),
+              help="Relevance threshold of the cross-encoder/cosine rung, in [-1, 1] [the encoder's own: "
+                   "0.4 for a bundle that records none, 0.1 for the hashing encoder; 0.4 for the cross-encoder].")
 @click.option("--n-min", type=click.IntRange(min=0), default=None, help="BM25 fallback below this many chunks [3 with --index].")
 @click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")

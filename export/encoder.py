@@ -26,6 +26,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from meteora_edge.models.analyzer import DEFAULT_ANALYZER
 from meteora_edge.models.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
 from meteora_edge.errors import ConfigError, InputError, MissingExtraError, ModelError
 
@@ -434,7 +435,8 @@ def _stage_and_install(
         kind="encoder",
         files=files,
         settings={**settings, "dimension": dimension, "pad_id": pad_id, "inputs": inputs,
-                  "output": "last_hidden_state", "opset": opset, "quantization": quantization},
+                  "output": "last_hidden_state", "opset": opset, "quantization": quantization,
+                  "analyzer": DEFAULT_ANALYZER.record()},
         source=model_source.label,
         licence=licence or _licence(model_source.path),
         report=report,

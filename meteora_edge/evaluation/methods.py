@@ -16,7 +16,8 @@ import numpy as np
 
 from ..errors import ConfigError
 from ..index.memory_index import InMemoryIndex
-from ..models.bm25 import BM25Index, bm25_tokens
+from ..models.analyzer import analyzer_of
+from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
 from ..pipeline.budget import TokenCounter
 from ..pipeline.config import PipelineConfig
@@ -151,7 +152,7 @@ def _query_scores(q: EvalQuestion, encoder: EncoderLike, scoring: str) -> np.nda
     dense = cosine_matrix(embed(encoder, [q.question]), embed(encoder, q.candidates))
     if scoring == "dense":
         return dense[0]
-    lexical = BM25Index.build(bm25_tokens(c) for c in q.candidates).scores(bm25_tokens(q.question))[None, :]
+    lexical = BM25Index.from_texts(q.candidates, analyzer=analyzer_of(encoder)).text_scores(q.question)[None, :]
     if scoring == "lexical":
         return lexical[0]
     return fuse_scores(dense, lexical, scoring="hybrid")[0]

@@ -36,6 +36,11 @@ class CorpusIndex(Protocol):
       (0 for a chunk that shares no term with it), float64;
     * ``vectors_for(ids)`` — the chunks' L2-normalised vectors, float32 ``(len(ids), dim)``;
     * ``records(ids)`` — the stored chunk records (at least ``id`` and ``text``).
+
+    An index may also have an ``analyzer`` (a :class:`~meteora_edge.models.analyzer.Analyzer`):
+    the one its BM25 terms came from. The pipeline then scores the candidates' lexical
+    similarity to rationales (ECSE's hybrid score) and its fallback with the same analyser;
+    without one it uses the default (``english``).
     """
 
     @property

@@ -2,7 +2,7 @@
 
 One version of an index is a generation folder (see :mod:`meteora_edge.index.generations`)::
 
-    manifest.json        format, encoder identity and dimension, chunking, counts, file hashes
+    manifest.json        format, encoder identity and dimension, chunking, lexical analyser, counts, file hashes
     vectors.npy          float32 (n, dim), L2-normalised, memory-mapped on load
     chunks.jsonl         one chunk record per line (id, text, sha256 of the text, source, offsets, metadata)
     chunk_offsets.npy    byte offset of every line, so records load on demand
@@ -29,7 +29,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, bm25_tokens
+from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
+from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
@@ -91,7 +92,9 @@ class LocalIndex:
             raise LocalIndexError(f"chunk offsets in {where} do not fit chunks.jsonl; rebuild the index")
         arrays = [read_npy(handles[n], dtype=t, shape=None, mmap=True, where=str(where / n)) for n, t in BM25_ARRAYS]
         vocab = parse_strict_json(handles[BM25_VOCAB].read(), str(where / BM25_VOCAB), max_bytes=None)
-        self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where))
+        self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
+                         if "analyzer" in manifest else LEGACY_ANALYZER)
+        self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where), analyzer=self.analyzer)
         if self.bm25.n_docs != count:
             raise LocalIndexError(f"index {where}: BM25 covers {self.bm25.n_docs} chunks, vectors {count}; rebuild it")
         self.ann: AnnIndex | None = None
@@ -136,6 +139,7 @@ class LocalIndex:
         ann: AnnConfig | None = None,
         bundle: str | os.PathLike[str] | None = None,
         lock_timeout: float | None = None,
+        analyzer: Analyzer = DEFAULT_ANALYZER,
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
@@ -147,7 +151,9 @@ class LocalIndex:
         folder ``encoder`` came from) its absolute path and manifest sha256 are recorded, so
         later commands can use it again (see :mod:`meteora_edge.index.bundle_record`).
         ``lock_timeout`` is how many seconds to wait for another writer (default:
-        ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60).
+        ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60). ``analyzer`` turns the chunks into BM25
+        terms and is recorded in the manifest, so queries and later :meth:`add` calls are
+        analysed the same way.
 
         Returns:
             The new index, opened.
@@ -169,7 +175,9 @@ class LocalIndex:
             raise InputError("the documents hold no text to index")
         record = bundle_record(bundle)
         vectors = embed_batches(encoder, texts, batch_size, progress)
-        bm25 = BM25Index.build(bm25_tokens(t) for t in texts)
+        if not isinstance(analyzer, Analyzer):
+            raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
+        bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
         ann_bytes = None
         if ann is not None:
             entry = ann_entry(ann, len(vectors))
@@ -180,6 +188,7 @@ class LocalIndex:
             "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
                         **({"bundle": record} if record else {})},
             "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
+            "analyzer": analyzer.record(),
             "created": _now(),
             "last_write": {"op": "build", "chunks": len(lines)},
             **({"ann": entry} if ann is not None else {}),
@@ -232,9 +241,10 @@ class LocalIndex:
                 raise InputError("the documents hold no text to add")
             new_vectors = embed_batches(encoder, texts, batch_size, progress)
             vectors = np.concatenate([np.asarray(base.vectors), new_vectors])
-            bm25 = base.bm25.extend(bm25_tokens(t) for t in texts)
+            bm25 = base.bm25.extend_texts(texts)  # analysed as the index's first chunks were
             manifest = {
                 **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
+                **({"analyzer": base.manifest["analyzer"]} if "analyzer" in base.manifest else {}),
                 "format_version": INDEX_FORMAT_VERSION,
                 "last_write": {"op": "add", "chunks": len(lines)},
                 **({"ann": base.manifest["ann"]} if base.ann is not None else {}),
@@ -346,7 +356,7 @@ class LocalIndex:
 
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
-        return self.bm25.scores_for(bm25_tokens(text), ids)
+        return self.bm25.text_scores_for(text, ids)
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""
@@ -369,6 +379,7 @@ class LocalIndex:
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
+            "analyzer": self.analyzer.record(),
             "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),

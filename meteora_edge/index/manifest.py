@@ -112,6 +112,20 @@ class _Object:
                 node.check(value[key], f"{at}.{key}")
 
 
+@dataclass(frozen=True)
+class _Record:
+    """A small object of strings and integers (an analyser record; which ones are known is checked on load)."""
+
+    max_keys: int = 16
+
+    def check(self, value: Any, at: str) -> None:
+        if not isinstance(value, dict) or not 0 < len(value) <= self.max_keys:
+            raise _Bad(f"{at} must be an object of 1..{self.max_keys} keys, got {value!r:.60}")
+        for key, item in value.items():
+            if not (isinstance(item, str) and 0 < len(item) <= 64) and type(item) is not int:
+                raise _Bad(f"{at}.{key} must be a short string or an integer, got {item!r:.60}")
+
+
 _FILE_ENTRY = _Object({"sha256": _Text(64, _SHA256), "size": _Integer(0, 1 << 50)})
 _STAMP = _Text(64)
 _POINTER = _Object({
@@ -140,6 +154,8 @@ _MANIFESTS: dict[int, _Object] = {
     }, {
         "ann": _Object({"kind": _OneOf(("ivf", "hnsw")), "factory": _Text(32, _ANN_FACTORY),
                         "probe": _Integer(1, 1 << 20)}),
+        # the lexical analyser of the BM25 terms (absent: unicode-words, the one before analysers were recorded)
+        "analyzer": _Record(),
     }),
 }
 

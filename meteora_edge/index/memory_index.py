@@ -12,7 +12,8 @@ from typing import Any
 
 import numpy as np
 
-from ..models.bm25 import BM25Index, bm25_tokens
+from ..models.analyzer import DEFAULT_ANALYZER, Analyzer
+from ..models.bm25 import BM25Index
 from ..documents import document_texts
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
 from ..errors import InputError
@@ -30,6 +31,7 @@ class InMemoryIndex:
         vectors: precomputed embeddings, one row per document (skips encoding).
         labels: an id per document, reported in records (defaults to positions).
         knn_scope / bm25_scope: positions kNN / BM25 may return (default: all).
+        analyzer: turns the chunks and queries into BM25 terms (default: ``english``).
     """
 
     def __init__(
@@ -41,6 +43,7 @@ class InMemoryIndex:
         labels: Sequence[Any] | None = None,
         knn_scope: Sequence[int] | None = None,
         bm25_scope: Sequence[int] | None = None,
+        analyzer: Analyzer = DEFAULT_ANALYZER,
     ) -> None:
         self.texts = document_texts(documents)
         self.documents = list(documents)
@@ -50,7 +53,8 @@ class InMemoryIndex:
             raise InputError(f"{matrix.shape[0]} vectors for {len(self.texts)} documents")
         self.vectors = normalize_rows(matrix).astype(np.float32)
         self.labels = list(labels) if labels is not None else list(range(len(self.texts)))
-        self.bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
+        self.analyzer = analyzer
+        self.bm25 = BM25Index.from_texts(self.texts, analyzer=analyzer)
         self._knn = None if knn_scope is None else np.unique(np.asarray(knn_scope, dtype=np.int64))
         self._bm25_scope = None if bm25_scope is None else sorted(bm25_scope)
 
@@ -71,7 +75,7 @@ class InMemoryIndex:
 
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """BM25 of ``text`` for each of ``ids`` (over every chunk, whatever the BM25 scope)."""
-        return self.bm25.scores_for(bm25_tokens(text), ids)
+        return self.bm25.text_scores_for(text, ids)
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         return self.vectors[list(ids)]

@@ -13,8 +13,19 @@ One row per chunk::
 
 The collection's properties say who wrote it: ``meteora_edge.format``
 (``meteora-edge-milvus``), ``meteora_edge.format_version``, ``meteora_edge.encoder`` and
-``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``.
-Opening refuses a collection without them, of a newer format, or built by another encoder.
+``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``
+and ``meteora_edge.analyzer``. Opening refuses a collection without them (the analyser may be
+absent: an older collection), of a newer format, or built by another encoder.
+
+**Analyser.** The ``text`` field is analysed by Milvus's own analyser set as close to this
+package's ``english`` analyser as Milvus allows: the standard tokenizer, lower-casing, the
+same English stop words and Milvus's English (Snowball) stemmer; the collection records
+``meteora_edge.analyzer = english``, and the pipeline's own lexical scores over its
+candidates (ECSE's hybrid score) use the ``english`` analyser. Milvus applies no NFKC
+folding and no CJK bigrams (its standard tokenizer splits by Unicode word rules), and
+Milvus Lite 3 honours only the tokenizer and the stop words (no stemming). A collection
+without the property (built before analysers were recorded) keeps Milvus's default
+analyser and is scored with ``unicode-words``.
 
 **Search.** kNN runs in Milvus; the BM25 fallback and the lexical half of hybrid scoring run
 through Milvus's full-text search. Those scores are *Milvus's* BM25 (its analyser, its IDF,
@@ -50,6 +61,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectionError, InputError
+from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, STOP_WORDS, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from .chunk_records import Progress, chunk_records, embed_batches
 from .content_hashes import source_counts, unseen_documents
@@ -72,6 +84,11 @@ _PENDING = _P + "pending_add"
 
 logger = logging.getLogger(__name__)
 
+#: Milvus's analyser settings for the ``english`` analyser (stop words before stemming, as ours).
+MILVUS_ENGLISH = {"tokenizer": "standard",
+                  "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOP_WORDS)},
+                             {"type": "stemmer", "language": "english"}]}
+
 
 def _call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the client; a pymilvus error becomes one CollectionError line."""
@@ -89,7 +106,8 @@ def _schema(client: Any, dimension: int) -> tuple[Any, Any]:
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_BYTES, enable_analyzer=True)
+    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_BYTES, enable_analyzer=True,
+                     analyzer_params=MILVUS_ENGLISH)
     schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
     schema.add_field("sha256", DataType.VARCHAR, max_length=64)
     schema.add_field("source", DataType.VARCHAR, max_length=_TEXT_BYTES)
@@ -146,6 +164,7 @@ class MilvusIndex:
             "chunking": {"chunk_size": int(properties[_P + "chunk_size"]), "overlap": int(properties[_P + "overlap"])},
             "created": properties.get(_P + "created"),
         }
+        self.analyzer = _analyzer(properties.get(_P + "analyzer"), location.label)
 
     def __len__(self) -> int:
         return self.count
@@ -264,6 +283,7 @@ class MilvusIndex:
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+                _P + "analyzer": ENGLISH.name,
             }
             temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
             schema, indexes = _schema(client, int(vectors.shape[1]))
@@ -425,8 +445,20 @@ class MilvusIndex:
             "chunking": self.manifest["chunking"],
             "created": self.manifest["created"],
             "format_version": int(self.properties[_P + "format_version"]),
+            "analyzer": self.analyzer.record(),
             "full_text_search": self.full_text,
         }
+
+
+def _analyzer(name: str | None, where: str) -> Analyzer:
+    """The analyser a collection's property names (none: a collection built before they were recorded)."""
+    if name is None:
+        return LEGACY_ANALYZER
+    if name != ENGLISH.name:
+        raise CollectionError(f"collection {where} was built with the lexical analyser {name[:60]!r}, which this "
+                              f"version of meteora-edge does not know (it knows {', '.join(ANALYZERS)}); "
+                              "upgrade meteora-edge or rebuild it")
+    return ENGLISH
 
 
 def _ranked(hits: list[tuple[int, float]], dtype: Any) -> tuple[np.ndarray, np.ndarray]:

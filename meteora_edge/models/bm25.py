@@ -6,12 +6,15 @@ query is a sum of a few array slices plus a top-k. Scores equal ``rank_bm25.BM25
 for the same tokens (including its epsilon floor for negative idf); the test suite checks
 that parity. Everything persists as ``.npy`` files (memory-mapped on load) and a JSON
 vocabulary; nothing is pickled.
+
+The index scores tokens; which tokens a text gives is its :class:`~meteora_edge.models.analyzer.Analyzer`'s
+business. :meth:`BM25Index.from_texts` analyses documents and remembers the analyser, so
+:meth:`~BM25Index.search` and :meth:`~BM25Index.text_scores` analyse a query the same way.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -20,11 +23,11 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, LocalIndexError
+from .analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer
 from .vectors import top_k_indices
 
 __all__ = ["BM25Index", "bm25_tokens", "BM25_ARRAYS", "BM25_VOCAB"]
 
-_WORD = re.compile(r"\w+", re.UNICODE)
 #: The stored arrays, in order: term_ptr (int64), doc_ids, tf, doc_len (int32).
 BM25_ARRAYS = (
     ("bm25_term_ptr.npy", np.dtype("<i8")),
@@ -38,8 +41,8 @@ _PARAMS = ("k1", "b", "epsilon")
 
 
 def bm25_tokens(text: str) -> list[str]:
-    """Lower-cased unicode word runs: the tokenisation every BM25 index here uses."""
-    return _WORD.findall(text.lower())
+    """Lower-cased unicode word runs: the ``unicode-words`` analyser (indexes that record no analyser)."""
+    return LEGACY_ANALYZER.tokens(text)
 
 
 class BM25Index:
@@ -52,6 +55,9 @@ class BM25Index:
         tf: term frequency of each posting.
         doc_len: token count of each document.
         k1, b, epsilon: the Okapi parameters (rank-bm25's defaults).
+        analyzer: how :meth:`search` and :meth:`text_scores` turn a query into tokens — the
+            analyser the documents' tokens came from (``unicode-words``, i.e. :func:`bm25_tokens`,
+            unless said; :meth:`from_texts` records its own).
     """
 
     def __init__(
@@ -65,6 +71,7 @@ class BM25Index:
         k1: float = 1.5,
         b: float = 0.75,
         epsilon: float = 0.25,
+        analyzer: Analyzer = LEGACY_ANALYZER,
     ) -> None:
         if not (k1 >= 0 and 0 <= b <= 1 and epsilon >= 0):
             raise ConfigError(f"BM25 needs k1 >= 0, 0 <= b <= 1, epsilon >= 0; got k1={k1}, b={b}, epsilon={epsilon}")
@@ -74,6 +81,7 @@ class BM25Index:
         self.tf = tf
         self.doc_len = doc_len
         self.k1, self.b, self.epsilon = k1, b, epsilon
+        self.analyzer = analyzer
         self.weights = self._weights()
 
     @property
@@ -81,14 +89,24 @@ class BM25Index:
         return int(self.doc_len.shape[0])
 
     @classmethod
-    def build(cls, token_lists: Iterable[Sequence[str]], **params: float) -> BM25Index:
-        """Index documents given as token lists (see :func:`bm25_tokens`)."""
-        return cls.empty(**params).extend(token_lists)
+    def build(cls, token_lists: Iterable[Sequence[str]], *, analyzer: Analyzer = LEGACY_ANALYZER,
+              **params: float) -> BM25Index:
+        """Index documents given as token lists (made by ``analyzer``, see :func:`bm25_tokens`)."""
+        return cls.empty(analyzer=analyzer, **params).extend(token_lists)
 
     @classmethod
-    def empty(cls, **params: float) -> BM25Index:
+    def from_texts(cls, texts: Iterable[str], *, analyzer: Analyzer = DEFAULT_ANALYZER) -> BM25Index:
+        """Index documents given as texts, analysed by ``analyzer`` (the default: ``english``)."""
+        return cls.build((analyzer.tokens(t) for t in texts), analyzer=analyzer)
+
+    @classmethod
+    def empty(cls, *, analyzer: Analyzer = LEGACY_ANALYZER, **params: float) -> BM25Index:
         zero = np.zeros(0, dtype=np.int32)
-        return cls({}, np.zeros(1, dtype=np.int64), zero, zero, zero, **params)
+        return cls({}, np.zeros(1, dtype=np.int64), zero, zero, zero, analyzer=analyzer, **params)
+
+    def extend_texts(self, texts: Iterable[str]) -> BM25Index:
+        """A new index holding this one's documents followed by ``texts``, analysed as this index's were."""
+        return self.extend(self.analyzer.tokens(t) for t in texts)
 
     def extend(self, token_lists: Iterable[Sequence[str]]) -> BM25Index:
         """A new index holding this one's documents followed by ``token_lists``."""
@@ -119,6 +137,7 @@ class BM25Index:
             k1=self.k1,
             b=self.b,
             epsilon=self.epsilon,
+            analyzer=self.analyzer,
         )
 
     def _weights(self) -> np.ndarray:
@@ -163,18 +182,26 @@ class BM25Index:
             out[found] += self.weights[lo:hi][at[found]]
         return out
 
+    def text_scores(self, text: str) -> np.ndarray:
+        """:meth:`scores` of ``text`` analysed by this index's analyser."""
+        return self.scores(self.analyzer.tokens(text))
+
+    def text_scores_for(self, text: str, docs: Sequence[int]) -> np.ndarray:
+        """:meth:`scores_for` of ``text`` analysed by this index's analyser."""
+        return self.scores_for(self.analyzer.tokens(text), docs)
+
     def search(self, query: str, k: int, *, within: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents with a positive score, best first.
 
         Args:
-            query: the query text (tokenised with :func:`bm25_tokens`).
+            query: the query text (analysed by this index's analyser).
             k: how many to return at most.
             within: restrict to these document ids.
 
         Returns:
             ``(doc_ids, scores)``.
         """
-        scores = self.scores(bm25_tokens(query))
+        scores = self.text_scores(query)
         if within is not None:
             mask = np.full(scores.shape, -np.inf)
             ids = np.asarray(within, dtype=np.int64)
@@ -202,15 +229,15 @@ class BM25Index:
         return [*self.arrays(), BM25_VOCAB]
 
     @classmethod
-    def load(cls, directory: str | Path) -> BM25Index:
-        """Read an index written by :meth:`save` (arrays memory-mapped)."""
+    def load(cls, directory: str | Path, *, analyzer: Analyzer = LEGACY_ANALYZER) -> BM25Index:
+        """Read an index written by :meth:`save` (arrays memory-mapped); ``analyzer`` made its tokens."""
         root = Path(directory)
         try:
             arrays = [np.load(root / name, mmap_mode="r", allow_pickle=False) for name, _ in BM25_ARRAYS]
             vocab = json.loads((root / BM25_VOCAB).read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             raise LocalIndexError(f"BM25 files in {root} are missing or corrupt ({exc}); rebuild the index") from None
-        return cls.from_stored(vocab, *arrays, where=str(root))
+        return cls.from_stored(vocab, *arrays, where=str(root), analyzer=analyzer)
 
     @classmethod
     def from_stored(
@@ -222,6 +249,7 @@ class BM25Index:
         doc_len: np.ndarray,
         *,
         where: str,
+        analyzer: Analyzer = LEGACY_ANALYZER,
     ) -> BM25Index:
         """Rebuild an index from its stored parts, checking that they fit together.
 
@@ -229,6 +257,7 @@ class BM25Index:
             vocab_document: the parsed :data:`BM25_VOCAB` object.
             term_ptr, doc_ids, tf, doc_len: the arrays of :data:`BM25_ARRAYS`.
             where: names the index in error messages.
+            analyzer: the analyser the stored terms came from (the index manifest records it).
 
         Raises:
             LocalIndexError: a wrong shape or type, an unknown parameter, or arrays that
@@ -255,7 +284,7 @@ class BM25Index:
         if not _postings_sorted(term_ptr, doc_ids):
             raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
                                   "rebuild the index")
-        return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, **params)
+        return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, analyzer=analyzer, **params)
 
 
 def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:

@@ -75,6 +75,10 @@ KINDS: Mapping[str, KindSpec] = {
         "normalize": (_is(bool), "true or false"),
         "inputs": (_STRINGS, "a list of input names"),
         "output": (_is(str), "an output name"),
+        # calibration of the cosine verification rung, and the lexical analyser queries get with this bundle
+        "cosine_tau": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and -1.0 <= v <= 1.0,
+                       "a number in [-1, 1]"),
+        "analyzer": (_is(dict), "an analyser record (an object)"),
     }),
     "cross_encoder": KindSpec(("tokenizer",), ("fp32", "int8"), {
         **_ONNX_COMMON,

@@ -16,7 +16,11 @@ import numpy as np
 from ..errors import ConfigError, InputError, ModelError
 from .vectors import normalize_rows
 
-__all__ = ["Encoder", "EncoderLike", "HashingEncoder", "embed", "normalize_rows", "encoder_id"]
+__all__ = ["Encoder", "EncoderLike", "HashingEncoder", "embed", "normalize_rows", "encoder_id", "cosine_tau",
+           "DEFAULT_COSINE_TAU"]
+
+#: The cosine verification threshold of an encoder that records none (set for MiniLM-class sentence encoders).
+DEFAULT_COSINE_TAU = 0.4
 
 _TOKEN = re.compile(r"[A-Za-z0-9_]+")
 
@@ -38,6 +42,11 @@ class HashingEncoder:
     (8 bytes, big-endian) picks the bucket ``h mod n_features`` and its top bit the sign;
     counts are summed and the row is L2-normalised (an empty text stays all zeros).
 
+    Its cosines are bag-of-words overlaps, far lower than a sentence encoder's for the same
+    match (a question sharing two content words with a sentence scores about 0.1–0.3), so
+    its cosine verification threshold :attr:`cosine_tau` is 0.1: a passage that shares a
+    content word or two with the question or a rationale passes.
+
     Example:
         >>> enc = HashingEncoder()
         >>> enc.encode(["Termination for convenience"]).shape
@@ -48,6 +57,9 @@ class HashingEncoder:
         if not isinstance(n_features, int) or isinstance(n_features, bool) or n_features < 1:
             raise ConfigError(f"n_features must be a positive integer, got {n_features!r}")
         self.n_features = n_features
+
+    #: The cosine rung's threshold for this encoder (see the class notes).
+    cosine_tau = 0.1
 
     @property
     def identity(self) -> str:
@@ -71,6 +83,16 @@ def encoder_id(encoder: object) -> str:
     if isinstance(identity, str):
         return identity
     return f"custom:{type(encoder).__module__}.{type(encoder).__qualname__}"
+
+
+def cosine_tau(encoder: object) -> float:
+    """The cosine verification threshold calibrated for ``encoder``: its ``cosine_tau`` when it has
+    one in [-1, 1] (a bundle may record it; :class:`HashingEncoder` has its own), else
+    :data:`DEFAULT_COSINE_TAU`."""
+    value = getattr(encoder, "cosine_tau", None)
+    if isinstance(value, (int, float)) and not isinstance(value, bool) and -1.0 <= value <= 1.0:
+        return float(value)
+    return DEFAULT_COSINE_TAU
 
 
 def embed(encoder: EncoderLike, texts: Sequence[str]) -> np.ndarray:

@@ -32,7 +32,8 @@ import numpy as np
 
 from .bundle import Bundle, sha256_file
 from .embedding_cache import EmbeddingCache, cache_wanted_by_env, default_cache, text_digest
-from .encoders import EncoderLike, HashingEncoder, normalize_rows
+from .analyzer import DEFAULT_ANALYZER, Analyzer, analyzer_from_record
+from .encoders import DEFAULT_COSINE_TAU, EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
 from .precision import PRECISIONS, VARIANTS, choose_precision
@@ -85,6 +86,10 @@ class OnnxEncoder:
         lazy: with a cache and a known ``dimension``, open the model and tokenizer only when a
             text is not in the cache (a fully cached call never starts onnxruntime); model
             errors then surface at that first call instead of here.
+        cosine_tau: the cosine verification rung's threshold calibrated for this model, in
+            [-1, 1] (a bundle records it as the ``cosine_tau`` setting; default 0.4, set for MiniLM).
+        analyzer: the lexical analyser queries get with this encoder when no index says
+            otherwise (a bundle records it as the ``analyzer`` setting; default ``english``).
 
     Raises:
         ConfigError: an option is out of range.
@@ -109,7 +114,15 @@ class OnnxEncoder:
         cache: EmbeddingCache | None = None,
         cache_key: str | None = None,
         lazy: bool = False,
+        cosine_tau: float = DEFAULT_COSINE_TAU,
+        analyzer: Analyzer = DEFAULT_ANALYZER,
     ) -> None:
+        if isinstance(cosine_tau, bool) or not isinstance(cosine_tau, (int, float)) or not -1.0 <= cosine_tau <= 1.0:
+            raise ConfigError(f"cosine_tau must be a number in [-1, 1] (a cosine), got {cosine_tau!r}")
+        if not isinstance(analyzer, Analyzer):
+            raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
+        self.cosine_tau = float(cosine_tau)
+        self.analyzer = analyzer
         self.max_length = _positive_int("max_length", max_length)
         self.batch_size = _positive_int("batch_size", batch_size)
         self.max_batch_tokens = _positive_int("max_batch_tokens", max_batch_tokens)
@@ -224,6 +237,10 @@ class OnnxEncoder:
         if "tokenizer" not in comp.files:
             raise BundleError(f"encoder of bundle {bundle.root} lists no tokenizer file; re-export the bundle")
         settings = _settings(comp.settings, bundle.root)
+        calibration = {"cosine_tau": float(comp.settings.get("cosine_tau", DEFAULT_COSINE_TAU))}
+        if "analyzer" in comp.settings:
+            calibration["analyzer"] = analyzer_from_record(comp.settings["analyzer"], where=f"bundle {bundle.root}",
+                                                           error=BundleError)
         model = bundle.file(component, chosen)
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
@@ -239,6 +256,7 @@ class OnnxEncoder:
             cache_key=key,
             lazy=True,
             **settings,
+            **calibration,
         )
         encoder.precision_choice = {"requested": precision, "precision": chosen, "reason": reason}
         logger.info("encoder %s: precision %s (%s)", bundle.root, chosen, reason)

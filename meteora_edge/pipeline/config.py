@@ -57,7 +57,11 @@ class PipelineConfig:
             the z-score cut otherwise), ``"elbow"`` or ``"zscore"``.
         pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
         verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
-        tau_relevance: threshold of the cross-encoder and cosine rungs.
+        tau_relevance: threshold of the cross-encoder and cosine rungs, in [-1, 1] (the range
+            of a cosine; the cross-encoder's probability needs [0, 1]). ``None`` (the default):
+            the rung's own — for the cosine rung the encoder's calibrated threshold (a bundle
+            may record ``cosine_tau``; 0.4 for an ONNX encoder without one, 0.1 for the hashing
+            encoder, see :func:`~meteora_edge.models.encoders.cosine_tau`), 0.4 for the cross-encoder.
         verification_batch: chunks judged per prompt by a batch verifier (one with
             ``verify_batch``, e.g. ``LlamaBatchVerifier``); a one-chunk verifier ignores it.
         n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
@@ -80,7 +84,7 @@ class PipelineConfig:
     llm_weight: float = 1.5
     llm_z: float = 0.5
     verification: str = "auto"
-    tau_relevance: float = 0.4
+    tau_relevance: float | None = None
     verification_batch: int = 8
     n_min: int | None = 1
     theta_redundancy: float | None = 0.85
@@ -106,7 +110,7 @@ class PipelineConfig:
         _check_float("llm_z", self.llm_z, -100.0, 100.0)
         if self.verification not in RUNGS:
             raise ConfigError(f"verification must be one of {', '.join(RUNGS)}, got {self.verification!r}")
-        _check_float("tau_relevance", self.tau_relevance, -1e6, 1e6)
+        _check_float("tau_relevance", self.tau_relevance, -1.0, 1.0, optional=True)
         _check_int("verification_batch", self.verification_batch, 1)
         _check_int("n_min", self.n_min, 0, optional=True)
         _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)

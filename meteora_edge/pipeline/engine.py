@@ -31,10 +31,11 @@ from typing import Any
 import numpy as np
 
 from ..documents import document_texts
-from ..errors import InputError, LocalIndexError, ModelError
+from ..errors import ConfigError, InputError, LocalIndexError, ModelError
 from ..index.corpus_index import CorpusIndex
-from ..models.bm25 import BM25Index, bm25_tokens
-from ..models.encoders import EncoderLike, HashingEncoder, embed, encoder_id
+from ..models.analyzer import Analyzer, analyzer_of
+from ..models.bm25 import BM25Index
+from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
 from ..selection.reranker import RationaleGenerator, resolve_rationales
 from ..selection.verification import VerifierLike
@@ -96,6 +97,9 @@ class EvidencePipeline:
         relevance_scorer: any object with ``score(query, passages)`` returning one number per
             passage, higher for more useful (e.g. a ``LlamaRelevanceScorer``): the LLM rerank
             of ECSE's best ``config.llm_pool`` candidates.
+        analyzer: the lexical analyser of every BM25 in a run (given passages, ECSE's hybrid
+            score, the fallback). Default: the index's, else the encoder's (a bundle may
+            record one), else ``english``. With an index it must be the index's own.
 
     Example:
         >>> from meteora_edge import EvidencePipeline, PipelineConfig
@@ -116,6 +120,7 @@ class EvidencePipeline:
         cross_encoder: CrossEncoder | None = None,
         token_counter: TokenCounter | None = None,
         relevance_scorer: CrossEncoder | None = None,
+        analyzer: Analyzer | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.encoder = encoder if encoder is not None else HashingEncoder()
@@ -130,8 +135,24 @@ class EvidencePipeline:
         self.cross_encoder = cross_encoder
         self.relevance_scorer = relevance_scorer
         self.token_counter = token_counter or WhitespaceCounter()
+        # one analyser for every BM25 of a run: the index's (its terms were made by it), else the bundle's, else english
+        self.analyzer = analyzer_of(index, self.encoder)
+        if analyzer is not None:
+            if not isinstance(analyzer, Analyzer):
+                raise ConfigError(f"analyzer must be an Analyzer or None, got {type(analyzer).__name__}")
+            if index is not None and analyzer != self.analyzer:
+                raise ConfigError(f"analyzer {analyzer.name!r} is not the index's ({self.analyzer.name!r}): a query "
+                                  "must be analysed as its index was; leave analyzer out or rebuild the index")
+            self.analyzer = analyzer
         self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder,
                                 reranked=relevance_scorer is not None and self.config.llm_pool is not None)
+        tau = self.config.tau_relevance
+        judged_by_cross_encoder = self.rung == "cross-encoder" or (self.rung == "llm" and cross_encoder is not None)
+        if tau is not None and judged_by_cross_encoder and not 0.0 <= tau <= 1.0:
+            raise ConfigError(f"tau_relevance {tau} is outside the cross-encoder's score range [0, 1]")
+        #: the cosine and cross-encoder rungs' thresholds: the one given, else each rung's calibrated one
+        self.cosine_tau = cosine_tau(self.encoder) if tau is None else float(tau)
+        self.cross_encoder_tau = CROSS_ENCODER_TAU if tau is None else float(tau)
 
     def run(
         self,
@@ -160,7 +181,8 @@ class EvidencePipeline:
             raise InputError(f"query has {len(query)} characters, over max_chunk_chars={cfg.max_chunk_chars}")
         trace = Trace(query=query, config={**cfg.to_dict(), "rung": self.rung, "encoder": encoder_id(self.encoder),
                                             "encoder_precision": getattr(self.encoder, "precision_choice", None),
-                                            "tokenizer": self.token_counter.identity})
+                                            "tokenizer": self.token_counter.identity,
+                                            "analyzer": f"{self.analyzer.name}:{self.analyzer.version}"})
         run = _Run(self, query, trace)
         run.candidates(passages)
         run.selection(rationales)
@@ -221,7 +243,7 @@ class _Run:
             dense = _cosines(vectors, self.query_vector)
             lexical = None
             if cfg.scoring != "dense" and texts:
-                lexical = BM25Index.build(bm25_tokens(t) for t in texts).scores(bm25_tokens(self.query))
+                lexical = BM25Index.from_texts(texts, analyzer=pipe.analyzer).text_scores(self.query)
             for i, text in enumerate(texts):
                 self._add(text, passages[i], i, i, None)
             self.vectors = np.asarray(vectors, dtype=np.float32)
@@ -284,7 +306,8 @@ class _Run:
             return
         selector = MeteoraSelector(pipe.encoder, expansion_window=cfg.expansion_window,
                                    elbow_z_threshold=cfg.elbow_z_threshold, scoring=cfg.scoring,
-                                   lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z)
+                                   lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z,
+                                   analyzer=pipe.analyzer)
         if auto:
             plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors)
             if chosen:  # llm+auto: the generated rationales join the rule-written ones
@@ -371,7 +394,8 @@ class _Run:
         """
         pipe, cfg = self.pipe, self.cfg
         outcome = run_ladder(rung, query=self.query, texts=self.texts, order=positions, rationales=self.rationales,
-                             tau=cfg.tau_relevance, query_vector=self.query_vector, vectors=self.vectors,
+                             tau=pipe.cross_encoder_tau if rung == "cross-encoder" else pipe.cosine_tau,
+                             query_vector=self.query_vector, vectors=self.vectors,
                              verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
                              rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
@@ -398,7 +422,7 @@ class _Run:
                 self.accepted.append(position)
                 if used == "cross-encoder" and score is not None:
                     self.priority[position] = (score, "cross-encoder")
-        threshold = self.cfg.tau_relevance if rung in ("cross-encoder", "cosine") else None
+        threshold = {"cross-encoder": self.pipe.cross_encoder_tau, "cosine": self.pipe.cosine_tau}.get(rung)
         self._phase("verify", t0, f"rung {rung}: {len(self.accepted)} of {len(self.order)} accepted",
                     rung=rung, tau=threshold, accepted=[self.labels[p] for p in self.accepted],
                     flagged=[self.labels[p] for p in sorted(self.flagged)],
@@ -456,7 +480,7 @@ class _Run:
         """BM25's best positions for the query outside ``blocked``, adding index hits as candidates."""
         pipe = self.pipe
         if pipe.index is None:
-            bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
+            bm25 = BM25Index.from_texts(self.texts, analyzer=pipe.analyzer)
             ids, scores = bm25.search(self.query, limit + len(blocked))
             return [(int(p), float(s)) for p, s in zip(ids, scores) if int(p) not in blocked][:limit], "candidates"
         blocked_ids = {self.ids[p] for p in blocked}
@@ -537,6 +561,8 @@ class _Run:
         )
 
 
+#: The cross-encoder rung's threshold on its probability when none is given.
+CROSS_ENCODER_TAU = 0.4
 _FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs
 
 

@@ -18,10 +18,19 @@ words (*"Ed Wood nationality"*). Any other question is its own first rationale.
 **The second hop.** A bridge question names only the start of its chain: the evidence for
 the second step mentions an entity that only the first step's evidence reveals ("the woman
 who portrayed Corliss Archer" is *Shirley Temple*). After the first rationale has found its
-best chunk, :func:`second_hop_rationale` takes the names in that chunk that the question
-does not contain and that recur in other candidates (an entity other chunks talk about is
-a likely bridge), keeps the two that recur most, and adds the question's content words. Its
-pairing skips the chunk it came from, so it lands on evidence elsewhere.
+best chunk, :func:`plan_second_hop` looks at the names in that chunk. A name is a real
+bridge only when
+
+* none of its words is a word of the question (*Agreement* is no bridge for a question
+  about "the agreement"; *Shirley Temple Black* none for one about *Shirley Temple*);
+* a one-word name is capitalised somewhere other than at the start of a sentence (a
+  sentence's first word — *Fees*, *Notices* — is capitalised by grammar, not because it names);
+* it recurs in other candidates (an entity other chunks talk about is a likely bridge).
+
+The two bridges that recur most, followed by the question's content words, make the
+second-hop rationale, with every word once (case-insensitively). No bridge, no second hop;
+either way the plan says why, name by name. Its pairing skips the chunk it came from, so
+it lands on evidence elsewhere.
 
 English first: the function words and comparison words are English lists. In another
 language nothing breaks — the question stays the first rationale and capitalised names
@@ -33,10 +42,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from dataclasses import dataclass, field
 
 from .rationales import Rationale
 
-__all__ = ["find_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale"]
+__all__ = ["find_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale",
+           "plan_second_hop", "SecondHop"]
 
 _STOP = frozenset(
     """a an the of in on at to for from by with and or but nor is are was were be been being am do does did
@@ -146,15 +157,54 @@ def _mentions(text: str, name: str) -> bool:
     return re.search(r"(?<!\w)" + re.escape(name.lower()) + r"(?!\w)", text.lower()) is not None
 
 
-def second_hop_rationale(
+_SENTENCE_START = re.compile(r"(?:^|[.!?:;]\s+|\n\s*)[\"'“‘(\[]*$")
+
+
+def _named_mid_sentence(word: str, texts: Sequence[str]) -> bool:
+    """Whether ``word`` appears capitalised somewhere other than at the start of a sentence."""
+    pattern = re.compile(r"(?<!\w)" + re.escape(word) + r"(?!\w)")
+    return any(not _SENTENCE_START.search(text[: m.start()]) for text in texts for m in pattern.finditer(text))
+
+
+def _unique_words(words: Sequence[str]) -> list[str]:
+    """``words`` with every later repeat (case-insensitively) left out."""
+    seen: set[str] = set()
+    out = []
+    for word in words:
+        if word.lower() not in seen:
+            seen.add(word.lower())
+            out.append(word)
+    return out
+
+
+@dataclass(frozen=True)
+class SecondHop:
+    """What the second-hop rule decided: the rationale (or ``None``), its bridges and why.
+
+    ``reason`` says in one line why a hop was or was not written; ``considered`` maps each
+    name of the first-hop chunk to what became of it (``"bridge (3 other candidates)"``,
+    ``"a word of the question"``, ``"capitalised only at a sentence start"``,
+    ``"in no other candidate"``, ``"recurs less than the bridges kept"``).
+    """
+
+    rationale: Rationale | None
+    bridges: list[str]
+    reason: str
+    considered: dict[str, str] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, object]:
+        return {"written": self.rationale is not None, "reason": self.reason, "considered": dict(self.considered)}
+
+
+def plan_second_hop(
     question: str,
     first_hop: str,
     others: Sequence[str],
     *,
     index: int,
     max_names: int = 2,
-) -> tuple[Rationale, list[str]] | None:
-    """A rationale for the evidence one step beyond ``first_hop``, or ``None``.
+) -> SecondHop:
+    """Decide the second hop by the module's rules (see the module notes).
 
     Args:
         question: the question.
@@ -164,20 +214,55 @@ def second_hop_rationale(
         max_names: how many bridge names to keep (those recurring in most candidates).
 
     Returns:
-        The rationale and the bridge names it uses; ``None`` when the first-hop chunk names
-        nothing new that other candidates mention.
+        A :class:`SecondHop`; its ``rationale`` is ``None`` when no real bridge name was found.
+
+    Example:
+        >>> hop = plan_second_hop("When is the Agreement terminated?", "The Agreement ends in May.",
+        ...                       ["The Agreement is signed."], index=2)
+        >>> hop.rationale is None, hop.considered["Agreement"]
+        (True, 'a word of the question')
     """
-    asked = [name.lower() for name in find_names(question)]
+    asked = {w.lower() for w in _CONTENT.findall(question)}
+    texts = [first_hop, *others]
+    considered: dict[str, str] = {}
     ranked: list[tuple[int, int, str]] = []
     for order, name in enumerate(find_names(first_hop)):
-        key = name.lower()
-        if any(key in a or a in key for a in asked):
+        words = _CONTENT.findall(name)
+        if any(w.lower() in asked for w in words):
+            considered[name] = "a word of the question"
+            continue
+        if len(words) == 1 and not _named_mid_sentence(name, texts):
+            considered[name] = "capitalised only at a sentence start"
             continue
         recurrences = sum(_mentions(text, name) for text in others)
-        if recurrences:
-            ranked.append((-recurrences, order, name))
-    if not ranked:
-        return None
-    bridges = [name for _, _, name in sorted(ranked)[:max_names]]
-    text = " ".join([*bridges, *content_words(question, find_names(question))])
-    return Rationale(text, index, "second hop"), bridges
+        if not recurrences:
+            considered[name] = "in no other candidate"
+            continue
+        ranked.append((-recurrences, order, name))
+    ranked.sort()
+    bridges = [name for _, _, name in ranked[:max_names]]
+    for minus_count, _, name in ranked:
+        considered[name] = (f"bridge ({-minus_count} other candidates)" if name in bridges
+                            else "recurs less than the bridges kept")
+    if not bridges:
+        reason = ("no second hop: the best chunk names nothing" if not considered else
+                  "no second hop: no name of the best chunk is a bridge (" +
+                  "; ".join(f"{n}: {why}" for n, why in considered.items()) + ")")
+        return SecondHop(None, [], reason, considered)
+    words = _unique_words([w for phrase in bridges for w in phrase.split()] +
+                          content_words(question, find_names(question)))
+    rationale = Rationale(" ".join(words), index, "second hop")
+    return SecondHop(rationale, bridges, f"second hop through {', '.join(bridges)}", considered)
+
+
+def second_hop_rationale(
+    question: str,
+    first_hop: str,
+    others: Sequence[str],
+    *,
+    index: int,
+    max_names: int = 2,
+) -> tuple[Rationale, list[str]] | None:
+    """:func:`plan_second_hop`'s rationale and bridge names, or ``None`` when it wrote none."""
+    hop = plan_second_hop(question, first_hop, others, index=index, max_names=max_names)
+    return None if hop.rationale is None else (hop.rationale, hop.bridges)

@@ -18,9 +18,10 @@ import numpy as np
 
 from ..documents import document_texts
 from ..errors import ConfigError, InputError
-from ..models.bm25 import BM25Index, bm25_tokens
+from ..models.analyzer import Analyzer, analyzer_of
+from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
-from .auto_rationales import question_rationales, second_hop_rationale
+from .auto_rationales import plan_second_hop, question_rationales
 from .rationales import Rationale, as_rationales
 from .stages import (
     SCORINGS,
@@ -135,6 +136,8 @@ class MeteoraSelector:
             least ``pooled_z`` standard deviations above the mean) or ``"auto"`` (elbow for
             dense scoring, z-score otherwise).
         pooled_z: the threshold of the z-score cut.
+        analyzer: turns chunks and rationales into BM25 terms (lexical and hybrid scoring);
+            default: the encoder's (a bundle may record one), else ``english``.
 
     Example:
         >>> from meteora_edge import HashingEncoder, MeteoraSelector
@@ -158,8 +161,12 @@ class MeteoraSelector:
         lexical_weight: float = 1.0,
         pooled_cut: str = "auto",
         pooled_z: float = 2.0,
+        analyzer: Analyzer | None = None,
     ) -> None:
         self.encoder = encoder
+        if analyzer is not None and not isinstance(analyzer, Analyzer):
+            raise ConfigError(f"analyzer must be an Analyzer or None, got {type(analyzer).__name__}")
+        self.analyzer = analyzer if analyzer is not None else analyzer_of(encoder)
         self.scoring, self.pooled_cut = check_scoring(scoring, pooled_cut)
         for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
@@ -237,11 +244,12 @@ class MeteoraSelector:
         first = int(np.argmax(scorer.score(parts).fused[0]))  # a plain question is one rationale
         strategy["first_hop"] = first
         others = [text for j, text in enumerate(texts) if j != first]
-        hop = second_hop_rationale(query, texts[first], others, index=len(parts) + 1)
-        if hop is None:
+        hop = plan_second_hop(query, texts[first], others, index=len(parts) + 1)
+        strategy["second_hop"] = hop.to_dict()
+        if hop.rationale is None:
             return AutoPlan(parts, strategy, first_hop_text=texts[first])
-        rationale, strategy["bridges"] = hop
-        return AutoPlan([*parts, rationale], strategy, first_hop_text=texts[first], exclude_rows=(len(parts),))
+        strategy["bridges"] = hop.bridges
+        return AutoPlan([*parts, hop.rationale], strategy, first_hop_text=texts[first], exclude_rows=(len(parts),))
 
     def select_auto(
         self,
@@ -384,7 +392,7 @@ class _Scorer:
         lexical = None
         if selector.scoring != "dense":
             if self._bm25 is None:
-                self._bm25 = BM25Index.build(bm25_tokens(t) for t in self.texts)
-            lexical = np.stack([self._bm25.scores(bm25_tokens(r.text)) for r in rationales])
+                self._bm25 = BM25Index.from_texts(self.texts, analyzer=selector.analyzer)
+            lexical = np.stack([self._bm25.text_scores(r.text) for r in rationales])
         fused = fuse_scores(dense, lexical, scoring=selector.scoring, lexical_weight=selector.lexical_weight)
         return _Scores(vectors, lexical, fused)

@@ -18,6 +18,7 @@ pytest.importorskip("optimum.exporters.onnx")
 pytest.importorskip("onnxruntime")
 
 from llm_fakes import write_gguf  # noqa: E402
+from meteora_edge.models.analyzer import ENGLISH  # noqa: E402
 from tiny_onnx import VOCAB, write_tokenizer  # noqa: E402
 
 from meteora_edge.models.bundle import Bundle, Component, add_component, file_entry  # noqa: E402
@@ -68,6 +69,7 @@ def test_tiny_export_writes_a_checked_bundle_with_a_parity_report(tiny_bundle):
     assert comp.settings["max_length"] == 64 and comp.settings["dimension"] == 32
     assert comp.settings["pooling"] == "mean" and comp.settings["normalize"] is True
     assert comp.settings["inputs"][:2] == ["input_ids", "attention_mask"] and comp.licence == "mit"
+    assert comp.settings["analyzer"] == ENGLISH.record()  # queries with this bundle are analysed by english
     recipes = comp.settings["quantization"]
     assert set(recipes) == {"int8", "int8-dot"}
     assert all(r["weights"] == "int8 symmetric, per output channel" for r in recipes.values())

@@ -54,7 +54,7 @@ def _as_format1(root):
     for name in manifest["files"]:
         shutil.move(str(generation / name), str(root / name))
     shutil.rmtree(generation)
-    del manifest["last_write"]
+    del manifest["last_write"], manifest["analyzer"]  # format 1 knows neither
     manifest["format_version"] = 1
     (root / "manifest.json").write_text(json.dumps(manifest))
 

@@ -6,6 +6,8 @@ from datetime import datetime
 import pytest
 
 from meteora_edge.index.generations import GENERATION_MARKER
+from meteora_edge.models.analyzer import ENGLISH
+
 from meteora_edge import HashingEncoder
 from meteora_edge.index.corpus import SourceDocument
 from meteora_edge.index.local_index import INDEX_FORMAT_VERSION, LocalIndex
@@ -46,8 +48,9 @@ def test_info_reports_every_field_of_a_fresh_index(built, tmp_path):
         "documents": 3,  # ... holding three documents
         "encoder": {"id": "hashing:384", "dimension": 384},
         "chunking": {"chunk_size": 4, "overlap": 1},
-        # the distinct lower-cased words of the three texts
-        "bm25_terms": len({w.strip(".").lower() for d in DOCS for w in d.text.split()}),
+        # the distinct terms of the three texts: the english analyser's stems, stop words left out
+        "bm25_terms": len({t for d in DOCS for t in ENGLISH.tokens(d.text)}),
+        "analyzer": ENGLISH.record(),
         "ann": None,
         "created": info["created"],
         "updated": info["updated"],

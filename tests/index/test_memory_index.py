@@ -58,10 +58,10 @@ def test_knn_scope_limits_what_search_returns(scope, k, expected):
 
 def test_bm25_scope_limits_bm25_search_and_records_report_labels():
     index = InMemoryIndex(TEXTS, RefusingEncoder(), vectors=VECTORS, labels=["a", "b", "c", "d"], bm25_scope=[1, 3])
-    ids, scores = index.bm25_search("plums only", 4)
-    assert ids.tolist() == [1] and scores[0] > 0
+    ids, scores = index.bm25_search("plums, nothing", 4)  # plums: chunk 2, nothing: chunk 3; the scope keeps 3
+    assert ids.tolist() == [3] and scores[0] > 0
     unscoped = InMemoryIndex(TEXTS, RefusingEncoder(), vectors=VECTORS)
-    assert unscoped.bm25_search("plums only", 4)[0].tolist() == [2, 1]
+    assert unscoped.bm25_search("plums, nothing", 4)[0].tolist() == [3, 2]  # the one-term chunk first
     assert index.records([2, 0]) == [
         {"id": "c", "text": TEXTS[2], "document": TEXTS[2]},
         {"id": "a", "text": TEXTS[0], "document": TEXTS[0]},

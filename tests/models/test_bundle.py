@@ -133,7 +133,7 @@ def test_swapped_model_with_the_wrong_dimension_is_refused(tmp_path):
     with pytest.raises(BundleError, match="8-dimensional vectors but the manifest says 16"):
         OnnxEncoder.from_bundle(bundle, cache=False)
     # with a cache the model opens at the first text that is not cached, and is refused there
-    lazy = OnnxEncoder.from_bundle(bundle)
+    lazy = OnnxEncoder.from_bundle(bundle, cache=True)
     with pytest.raises(BundleError, match="8-dimensional vectors but the manifest says 16"):
         lazy.encode(["fees"])
 

@@ -24,8 +24,8 @@ BOUNDS = [
     ("llm_z", -100.0, -100.5, "llm_z must be a number in [-100.0, 100.0], got -100.5"),
     ("llm_z", 100, 100.5, "llm_z must be a number in [-100.0, 100.0], got 100.5"),
     ("verification_batch", 1, 0, "verification_batch must be an integer >= 1, got 0"),
-    ("tau_relevance", -1e6, -2e6, "tau_relevance must be a number in [-1000000.0, 1000000.0], got -2000000.0"),
-    ("tau_relevance", 1e6, 2e6, "tau_relevance must be a number in [-1000000.0, 1000000.0], got 2000000.0"),
+    ("tau_relevance", -1.0, -1.01, "tau_relevance must be a number in [-1.0, 1.0] or None, got -1.01"),
+    ("tau_relevance", 1.0, 1.5, "tau_relevance must be a number in [-1.0, 1.0] or None, got 1.5"),
     ("n_min", 0, -1, "n_min must be an integer >= 0 or None, got -1"),
     ("theta_redundancy", -1.0, -1.5, "theta_redundancy must be a number in [-1.0, 1.0] or None, got -1.5"),
     ("theta_redundancy", 1, 1.01, "theta_redundancy must be a number in [-1.0, 1.0] or None, got 1.01"),
@@ -48,7 +48,7 @@ def test_each_setting_is_checked_at_its_bounds(name, inside, outside, message):
 @pytest.mark.parametrize(("name", "value"), [
     ("k_init", True), ("k_init", 2.0), ("k_init", None), ("max_candidates", None), ("t_max", 1.5), ("n_min", False),
     ("lexical_weight", True), ("lexical_weight", "1"), ("lexical_weight", None), ("pooled_z", None),
-    ("theta_redundancy", "0.5"), ("tau_relevance", None), ("expansion_window", True),
+    ("theta_redundancy", "0.5"), ("tau_relevance", "0.4"), ("expansion_window", True),
 ])
 def test_wrong_types_are_refused(name, value):
     with pytest.raises(ConfigError, match=f"^{name} must be"):

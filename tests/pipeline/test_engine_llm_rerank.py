@@ -4,7 +4,8 @@ On test_llm_rerank's question and five passages, ECSE (hashing encoder, ``pooled
 keeps chunks 2 and 0; the pool of four is that selection and the next best, ``[2, 0, 3, 1]``.
 The scorer likes chunk 1 and dislikes chunk 2, so the rerank keeps ``[0, 1]``: it drops a
 chunk ECSE had kept and brings in one ECSE had not. Each pooled chunk records the scorer's score; the kept ones' priority is the
-combined score ``z(ecse) + weight · z(llm)`` over the pool.
+combined score ``z(ecse) + weight · z(llm)`` over the pool. The scenario was set with the
+``unicode-words`` analyser (no stemming, no stop words), which the runs here keep.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import numpy as np
 import pytest
 
 from meteora_edge.errors import ModelError
+from meteora_edge.models.analyzer import UNICODE_WORDS
 from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
 from meteora_edge.pipeline.rerank import combined_scores
 from test_llm_rerank import PASSAGES, QUESTION  # the film question and its five passages
@@ -40,7 +42,8 @@ class TableScorer:
 
 
 def _run(scorer, **settings):
-    return EvidencePipeline(_config(**settings), relevance_scorer=scorer).run(QUESTION, passages=PASSAGES)
+    return EvidencePipeline(_config(**settings), relevance_scorer=scorer, analyzer=UNICODE_WORDS).run(
+        QUESTION, passages=PASSAGES)
 
 
 def test_ecse_alone_keeps_chunks_2_and_0():

@@ -330,8 +330,8 @@ def test_prioritise_with_dedup_names_what_was_dropped_and_by_which_chunk(table_e
     (0.9, "0 kept by - score, 0 near-duplicates dropped (cosine > 0.9)"),
 ])
 def test_prioritise_with_nothing_accepted_names_no_score(table_encoder, theta, summary):
-    result = _pipe(table_encoder, THREE, verification="cosine", tau_relevance=2.0, n_min=None,
-                   theta_redundancy=theta, t_max=None).run(QUERY, passages=list(THREE))
+    result = _pipe(table_encoder, THREE, verification="cosine", tau_relevance=1.0, n_min=None,
+                   theta_redundancy=theta, t_max=None).run(QUERY, passages=list(THREE)[1:])  # cosines 0.6 and 0
     prioritise = result.trace.phase("prioritise")
     assert prioritise.summary == summary and prioritise.details["priority"] == []
     assert result.passages == []

@@ -8,6 +8,7 @@ from meteora_edge.selection.auto_rationales import (
     find_names,
     is_comparison,
     question_rationales,
+    plan_second_hop,
     second_hop_rationale,
 )
 
@@ -141,3 +142,47 @@ def test_select_auto_refuses_an_empty_query():
 
     with pytest.raises(InputError, match="non-empty"):
         MeteoraSelector(HashingEncoder(), scoring="hybrid").select_auto(BRIDGE_CHUNKS, "   ")
+
+
+# -- a second hop only through a real bridge name, every word once, and the reason said -----------------
+
+CONTRACT = [
+    "Either party may terminate this Agreement on ninety days written notice to the other party.",
+    "Notices under this Agreement are given in writing to the addresses above.",
+    "Upon termination of this Agreement all fees owed become payable.",
+]
+
+
+def test_a_defined_term_the_question_asks_about_is_no_bridge_and_no_hop_is_written():
+    """The demo's question once got "Agreement agreement terminated happens" as its second hop."""
+    hop = plan_second_hop("What happens when the agreement is terminated?", CONTRACT[0], CONTRACT[1:], index=2)
+    assert hop.rationale is None and hop.bridges == []
+    assert hop.considered == {"Agreement": "a word of the question"}
+    assert hop.reason == "no second hop: no name of the best chunk is a bridge (Agreement: a word of the question)"
+
+
+def test_a_word_capitalised_only_at_a_sentence_start_is_no_name():
+    first = "Fees are due monthly. Late Fees accrue interest."
+    others = ["Fees are listed in the schedule.", "Notices go to the buyer."]
+    assert plan_second_hop("When is payment due?", first, others, index=2).considered["Fees"] == (
+        "bridge (1 other candidates)")  # "Late Fees" capitalises it mid-sentence: a defined term
+    hop = plan_second_hop("When is payment due?", "Fees are due monthly.", others, index=2)
+    assert hop.rationale is None and hop.considered == {"Fees": "capitalised only at a sentence start"}
+
+
+@pytest.mark.parametrize(("question", "first", "others", "expected"), [
+    ("Where was the Temple singer born?", "The singer Shirley Temple Temple sang.",
+     ["Shirley Temple Temple was born in Santa Monica."], None),  # "Temple" is a word of the question
+    ("Which post did the star of the film hold?", "The film starred Shirley Temple as Corliss Archer.",
+     ["Shirley Temple served as Chief of Protocol.", "Corliss Archer is fictional; Shirley Temple acted."],
+     "Shirley Temple Corliss Archer post star film hold"),
+    ("Which post did the star of the star film hold?", "The film starred Ann Lee, then Ann Chan.",
+     ["Ann Lee served.", "Ann Chan served."], "Ann Lee Chan post star film hold"),
+])
+def test_the_second_hop_writes_every_word_once(question, first, others, expected):
+    hop = plan_second_hop(question, first, others, index=2)
+    text = None if hop.rationale is None else hop.rationale.text
+    assert text == expected
+    if text is not None:
+        words = [w.lower() for w in text.split()]
+        assert len(words) == len(set(words))

@@ -183,7 +183,11 @@ def test_select_auto_embeds_the_chunks_once():
 
 def test_a_bridge_plan_numbers_its_rationales_and_excludes_the_first_hop():
     plan = MeteoraSelector(HashingEncoder(), scoring="hybrid").plan_auto(BRIDGE, QUESTION)
-    assert plan.strategy == {"name": "auto", "kind": "question", "first_hop": 0, "bridges": ["Shirley Temple"]}
+    assert plan.strategy == {"name": "auto", "kind": "question", "first_hop": 0, "bridges": ["Shirley Temple"],
+                             "second_hop": {"written": True, "reason": "second hop through Shirley Temple",
+                                            "considered": {"Kiss and Tell": "a word of the question",
+                                                           "Corliss Archer": "a word of the question",
+                                                           "Shirley Temple": "bridge (2 other candidates)"}}}
     assert [r.index for r in plan.rationales] == [1, 2] and plan.exclude_rows == (1,)
     assert plan.first_hop_text == BRIDGE[0] and plan.second_hop is plan.rationales[1]
 
@@ -197,7 +201,9 @@ def test_the_first_hop_is_the_question_s_best_chunk_wherever_it_is():
 def test_a_name_only_the_first_hop_mentions_is_no_bridge():
     chunks = ["The tower was built by Gustave Eiffel for the fair.", "Paris hosts many fairs.", "Towers are tall."]
     plan = MeteoraSelector(HashingEncoder(), scoring="hybrid").plan_auto(chunks, "Who built the tower for the fair?")
-    assert plan.strategy == {"name": "auto", "kind": "question", "first_hop": 0, "bridges": []}
+    assert plan.strategy == {"name": "auto", "kind": "question", "first_hop": 0, "bridges": [], "second_hop": {
+        "written": False, "considered": {"Gustave Eiffel": "in no other candidate"},
+        "reason": "no second hop: no name of the best chunk is a bridge (Gustave Eiffel: in no other candidate)"}}
     assert plan.first_hop_text == chunks[0] and plan.second_hop is None and len(plan.rationales) == 1
 
 
