@@ -128,16 +128,18 @@ def test_a_thousand_levels_deep_folder_is_indexed(tmp_path):
         leaf += "/d"
         os.mkdir(leaf)
     leaf = Path(leaf)
-    (leaf / "bottom.txt").write_text("Deep down the clause still binds.")
-    (deep / "top.txt").write_text("Near the top.")
-    texts, seen = _read([deep])
-    assert texts == ["Deep down the clause still binds.", "Near the top."] and seen == {}
-    result = CliRunner().invoke(main, ["index", "build", str(deep), "--out", str(tmp_path / "ix")])
-    assert result.exit_code == 0 and "Traceback" not in result.output, result.output
-    assert "indexed 2 documents from 2 file(s)" in result.output
-    (leaf / "bottom.txt").unlink()  # bottom-up: pytest's clean-up (shutil.rmtree) recurses and fails on it
-    for folder in [leaf, *leaf.parents][:1000]:
-        folder.rmdir()
+    try:
+        (leaf / "bottom.txt").write_text("Deep down the clause still binds.")
+        (deep / "top.txt").write_text("Near the top.")
+        texts, seen = _read([deep])
+        assert texts == ["Deep down the clause still binds.", "Near the top."] and seen == {}
+        result = CliRunner().invoke(main, ["index", "build", str(deep), "--out", str(tmp_path / "ix")])
+        assert result.exit_code == 0 and "Traceback" not in result.output, result.output
+        assert "indexed 2 documents from 2 file(s)" in result.output
+    finally:  # bottom-up, pass or fail: pytest's clean-up (shutil.rmtree) recurses and fails on such a tree
+        (leaf / "bottom.txt").unlink(missing_ok=True)
+        for folder in [leaf, *leaf.parents][:1000]:
+            folder.rmdir()
 
 
 def test_the_cli_warns_per_link_and_follows_on_request(docs, tmp_path):
