@@ -66,3 +66,16 @@ def test_every_public_name_still_imports_from_the_top():
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert proc.returncode == 0, proc.stderr
     assert int(proc.stdout) >= 45
+
+
+def test_every_package_folder_is_installed():
+    """pyproject lists its packages by name, so a new subpackage left out of the list imports
+    from a checkout (and an editable install) but is missing from a wheel."""
+    import tomllib
+
+    root = ROOT
+    listed = set(tomllib.loads((root / "pyproject.toml").read_text(encoding="utf-8"))["tool"]["setuptools"]["packages"])
+    found = {"meteora_edge." + ".".join(p.parent.relative_to(root / "meteora_edge").parts)
+             for p in (root / "meteora_edge").rglob("__init__.py") if p.parent != root / "meteora_edge"}
+    found |= {"meteora_edge", "meteora_edge.cli", "meteora_edge.export"}
+    assert found <= listed, f"missing from pyproject's packages: {sorted(found - listed)}"
