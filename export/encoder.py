@@ -187,18 +187,9 @@ def _licence(model_dir: Path) -> str:
 
 def write_tokenizer(source: Path, target: Path, *, max_length: int) -> int:
     """Copy ``tokenizer.json`` truncating at ``max_length`` with padding removed; return the pad id."""
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise MissingExtraError("tokenizers", "export") from None
-    tokenizer = Tokenizer.from_file(str(source))
-    padding = tokenizer.padding
-    candidates = [padding["pad_id"]] if padding else [tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
-    pad_id = int(next((c for c in candidates if c is not None), 0))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
-    tokenizer.save(str(target))
-    return pad_id
+    from meteora_edge.models.encoder_install import write_tokenizer as write
+
+    return write(source, target, max_length=max_length, extra="export")
 
 
 def quantize_int8(fp32: Path, int8: Path, *, recipe: str = "int8") -> dict[str, Any]:

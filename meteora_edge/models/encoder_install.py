@@ -55,22 +55,28 @@ def _copy_checked(entry: CatalogEntry, role: str, part: CatalogPart, source: Pat
                          f"tampered or corrupt; {fix}")
 
 
-def _rewrite_tokenizer(path: Path, *, max_length: int) -> int:
-    """Make ``path`` truncate at ``max_length`` and never pad (batches pad dynamically); return the pad id."""
+def write_tokenizer(source: Path, target: Path, *, max_length: int, extra: str = "onnx") -> int:
+    """Write ``source``'s ``tokenizer.json`` to ``target`` truncating at ``max_length`` and never
+    padding (batches pad dynamically); return the pad id. Shared by the install and the export.
+
+    Raises:
+        MissingExtraError: tokenizers is not installed (``extra`` names the extra to install).
+        ModelError: ``source`` is not a tokenizer file.
+    """
     try:
         from tokenizers import Tokenizer
     except ImportError:
-        raise MissingExtraError("tokenizers", "onnx") from None
+        raise MissingExtraError("tokenizers", extra) from None
     try:
-        tokenizer = Tokenizer.from_file(str(path))
+        tokenizer = Tokenizer.from_file(str(source))
     except Exception as exc:  # tokenizers raises plain Exception subclasses
-        raise ModelError(f"cannot read the packaged tokenizer {path}: {str(exc)[:200]}") from None
+        raise ModelError(f"cannot read the tokenizer {source}: {str(exc)[:200]}") from None
     padding = tokenizer.padding
     candidates = [padding["pad_id"]] if padding else [tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
     pad_id = int(next((c for c in candidates if c is not None), 0))
     tokenizer.no_padding()
     tokenizer.enable_truncation(max_length=max_length)
-    tokenizer.save(str(path))
+    tokenizer.save(str(target))
     return pad_id
 
 
@@ -163,7 +169,8 @@ def _assemble(entry: CatalogEntry, out: Path, find_links: str | os.PathLike[str]
             _copy_checked(entry, role, files[role], path, stage / _FILE_NAMES[role])
         settings = {k: entry.settings[k] for k in ("max_length", "pooling", "normalize", "dimension")
                     if k in entry.settings}
-        settings["pad_id"] = _rewrite_tokenizer(stage / "tokenizer.json", max_length=int(settings.get("max_length", 256)))
+        settings["pad_id"] = write_tokenizer(stage / "tokenizer.json", stage / "tokenizer.json",
+                                             max_length=int(settings.get("max_length", 256)))
         model_role = next(role for role in ("fp32", "int8", "int8-dot") if role in files)
         inputs = _probe(stage / _FILE_NAMES[model_role], stage / "tokenizer.json", dict(settings))
         packages = {role: {"package": part.requirement, "path": f"{part.module}/{part.path}", "sha256": part.sha256}
