@@ -85,8 +85,10 @@ def test_plugs_into_the_cross_encoder_rung(ce_bundle):
     result = pipeline.run("who may terminate", passages=PASSAGES[:3])
     details = result.trace.phase("verify").details
     assert details["rung"] == "cross-encoder" and details["tau"] == 0.0 and details["accepted"]
-    strict = EvidencePipeline(PipelineConfig(verification="cross-encoder", tau_relevance=1.01), cross_encoder=ce)
+    strict = EvidencePipeline(PipelineConfig(verification="cross-encoder", tau_relevance=1.0), cross_encoder=ce)
     assert strict.run("who may terminate", passages=PASSAGES[:3]).trace.phase("verify").details["accepted"] == []
+    with pytest.raises(ConfigError, match="tau_relevance must be a number in"):  # outside the score's range
+        PipelineConfig(verification="cross-encoder", tau_relevance=1.01)
 
 
 def test_relevance_and_bad_input():
