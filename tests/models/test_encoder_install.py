@@ -189,3 +189,16 @@ def test_install_refuses_a_folder_that_is_not_a_bundle(packages, tmp_path):
                  "--no-pip")
     assert_one_line_error(result, "is not empty and holds no manifest.json")
     assert sorted(p.name for p in stranger.iterdir()) == ["notes.txt"]
+
+
+def test_installing_again_repairs_a_damaged_encoder(packages):
+    bundle, args = packages["bundle"], ("--catalog", str(packages["catalog"]), "--no-pip")
+    assert run("models", "install", "fake-enc", "--bundle", str(bundle), *args).exit_code == 0
+    again = run("models", "install", "fake-enc", "--bundle", str(bundle), *args)
+    assert again.exit_code == 0 and "is already fake-enc" in again.output
+    model = bundle / Bundle.load(bundle).component("encoder").files["int8"].path
+    model.write_bytes(model.read_bytes()[:100])  # truncated on disk, the manifest unchanged
+    repaired = run("models", "install", "fake-enc", "--bundle", str(bundle), *args)
+    assert repaired.exit_code == 0 and "is already" not in repaired.output, repaired.output
+    assert _digest(model) == _digest(packages["model"])
+    Bundle.load(bundle).verify()
