@@ -19,7 +19,7 @@ baselines() {
 }
 previous="pipeline:scoring=dense,rationales=query,k_init=20,n_min=3"
 variants=(ecse "ecse:scoring=hybrid" "ecse:scoring=hybrid,rationales=auto" meve pipeline
-  "pipeline:rationales=query" "pipeline:pooled_z=99" "pipeline:pooled_cut=elbow" "pipeline:scoring=dense"
+  "pipeline:rationales=query" "pipeline:pooled_z=99" "pipeline:pooled_gap=0" "pipeline:pooled_cut=elbow" "pipeline:scoring=dense"
   "pipeline:scoring=lexical" "pipeline:verification=none" "pipeline:n_min=3" "pipeline:k_init=20"
   "pipeline:t_max=40" "$previous")
 args=()

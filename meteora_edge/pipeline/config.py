@@ -56,6 +56,9 @@ class PipelineConfig:
         pooled_cut: ECSE's cut of the pooled scores: ``"auto"`` (the elbow for dense scoring,
             the z-score cut otherwise), ``"elbow"`` or ``"zscore"``.
         pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
+        pooled_gap: the z-score cut also keeps the leading block of pooled scores, the chunks
+            above the widest drop among the top nine, when that drop is at least this many
+            standard deviations (one chunk when one stands out, five when five do); 0: off.
         verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
         tau_relevance: threshold of the cross-encoder and cosine rungs, in [-1, 1] (the range
             of a cosine; the cross-encoder's probability needs [0, 1]). ``None`` (the default):
@@ -80,6 +83,7 @@ class PipelineConfig:
     elbow_z_threshold: float = 1.0
     pooled_cut: str = "auto"
     pooled_z: float = 2.0
+    pooled_gap: float = 0.5
     llm_pool: int | None = 8
     llm_weight: float = 1.5
     llm_z: float = 0.5
@@ -105,6 +109,7 @@ class PipelineConfig:
         check_window("expansion_window", self.expansion_window)
         _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
         _check_float("pooled_z", self.pooled_z, -100.0, 100.0)
+        _check_float("pooled_gap", self.pooled_gap, 0.0, 100.0)
         _check_int("llm_pool", self.llm_pool, 1, optional=True)
         _check_float("llm_weight", self.llm_weight, 0.0, 1e6)
         _check_float("llm_z", self.llm_z, -100.0, 100.0)

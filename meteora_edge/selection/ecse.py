@@ -31,6 +31,7 @@ from .stages import (
     pair_rationales,
     pooled_scores,
     statistical_elbow,
+    leading_block,
     zscore_cut,
 )
 
@@ -136,6 +137,9 @@ class MeteoraSelector:
             least ``pooled_z`` standard deviations above the mean) or ``"auto"`` (elbow for
             dense scoring, z-score otherwise).
         pooled_z: the threshold of the z-score cut.
+        pooled_gap: the z-score cut also keeps the leading block of pooled scores when the
+            widest drop among the top nine is at least this many standard deviations
+            (:func:`~meteora_edge.selection.stages.leading_block`); 0 turns it off.
         analyzer: turns chunks and rationales into BM25 terms (lexical and hybrid scoring);
             default: the encoder's (a bundle may record one), else ``english``.
 
@@ -161,6 +165,7 @@ class MeteoraSelector:
         lexical_weight: float = 1.0,
         pooled_cut: str = "auto",
         pooled_z: float = 2.0,
+        pooled_gap: float = 0.0,
         analyzer: Analyzer | None = None,
     ) -> None:
         self.encoder = encoder
@@ -168,13 +173,16 @@ class MeteoraSelector:
             raise ConfigError(f"analyzer must be an Analyzer or None, got {type(analyzer).__name__}")
         self.analyzer = analyzer if analyzer is not None else analyzer_of(encoder)
         self.scoring, self.pooled_cut = check_scoring(scoring, pooled_cut)
-        for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z)):
+        for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z), ("pooled_gap", pooled_gap)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if lexical_weight < 0:
             raise ConfigError(f"lexical_weight must be >= 0, got {lexical_weight!r}")
         self.lexical_weight = float(lexical_weight)
         self.pooled_z = float(pooled_z)
+        if pooled_gap < 0:
+            raise ConfigError(f"pooled_gap must be >= 0, got {pooled_gap!r}")
+        self.pooled_gap = float(pooled_gap)
         self.expansion_window = check_window("expansion_window", expansion_window)
         if not isinstance(elbow_z_threshold, (int, float)) or not np.isfinite(elbow_z_threshold):
             raise ConfigError(f"elbow_z_threshold must be a finite number, got {elbow_z_threshold!r}")
@@ -305,6 +313,8 @@ class MeteoraSelector:
             cut = [int(p) for p in order[: elbow + 1]]
         else:
             cut = [int(p) for p in zscore_cut(pooled, self.pooled_z)]
+            if self.pooled_gap > 0:
+                cut += [int(p) for p in leading_block(pooled, self.pooled_gap) if p not in cut]
             elbow = len(cut) - 1 if cut else None
         pooled_keep = sorted(cut) if self.use_pooling else []
 

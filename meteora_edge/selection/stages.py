@@ -21,6 +21,7 @@ __all__ = [
     "standardise",
     "fuse_scores",
     "zscore_cut",
+    "leading_block",
     "expand_positions",
     "top_k_indices",
 ]
@@ -144,6 +145,30 @@ def zscore_cut(scores: np.ndarray, z_threshold: float) -> np.ndarray:
     z = standardise(scores)
     keep = np.flatnonzero(z >= z_threshold)
     return keep[np.lexsort((keep, -z[keep]))]
+
+
+def leading_block(scores: np.ndarray, min_gap: float, window: int = 8) -> np.ndarray:
+    """The best positions above the widest drop among the top ``window + 1`` scores.
+
+    Scores are standardised first. The block is kept only when that drop is at least
+    ``min_gap`` standard deviations wide, so one chunk comes back when one stands out and
+    five when five stand together above the rest; a flat profile gives none, and so do
+    ``window + 1`` or fewer scores (nothing below the window to stand out from). Best first.
+
+    Example:
+        >>> leading_block(np.array([0.2, 3.3, 0.1, 3.2, 2.8, 0.0, 0.3, 2.3, 0.2, 0.1, 0.4]), 0.5).tolist()
+        [1, 3, 4, 7]
+        >>> leading_block(np.linspace(1.0, 0.0, 20), 0.5).tolist()  # evenly spread: no block
+        []
+    """
+    z = standardise(scores)
+    if len(z) <= window + 1:  # no candidates below the window: a drop cannot be told from noise
+        return np.array([], dtype=np.int64)
+    order = np.lexsort((np.arange(len(z)), -z))
+    top = z[order[: window + 1]]
+    drops = top[:-1] - top[1:]
+    k = int(np.argmax(drops)) + 1
+    return order[:k] if drops[k - 1] >= min_gap else np.array([], dtype=np.int64)
 
 
 def expand_positions(positions: Iterable[int], n: int, window: int) -> np.ndarray:

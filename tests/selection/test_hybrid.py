@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from meteora_edge import ConfigError, HashingEncoder, MeteoraSelector
 from meteora_edge.models.bm25 import BM25Index, bm25_tokens
-from meteora_edge.selection.stages import cosine_matrix, fuse_scores, standardise, zscore_cut
+from meteora_edge.selection.stages import cosine_matrix, fuse_scores, leading_block, standardise, zscore_cut
 
 pytestmark = pytest.mark.filterwarnings("error::RuntimeWarning")  # the numeric core never warns
 
@@ -79,6 +79,56 @@ def test_fuse_errors_name_the_choices_and_both_shapes():
     with pytest.raises(ValueError) as info:
         fuse_scores(np.zeros((1, 3)), np.zeros((2, 3)), scoring="hybrid")
     assert str(info.value) == "dense scores have shape (1, 3) but lexical scores (2, 3)"
+
+
+def _profile(winners: int, n: int = 40, seed: int = 0) -> np.ndarray:
+    """``winners`` clear winners near 0.8 over ``n`` - ``winners`` near-misses and noise near 0.3."""
+    rng = np.random.default_rng(seed)
+    return np.concatenate([0.8 + 0.03 * rng.standard_normal(winners), 0.3 + 0.05 * rng.standard_normal(n - winners)])
+
+
+@pytest.mark.parametrize("winners", [1, 3, 6])
+def test_the_leading_block_keeps_as_many_as_stand_out(winners):
+    for seed in range(5):
+        scores = _profile(winners, seed=seed)
+        kept = leading_block(scores, 0.5)
+        assert sorted(kept.tolist()) == list(range(winners)), (seed, kept)
+        assert [scores[i] for i in kept] == sorted(scores[kept], reverse=True)  # best first
+
+
+def test_the_z_score_cut_alone_misses_part_of_a_block_of_eight():
+    """Eight winners lift the mean and spread, so z >= 2 keeps only some; the block keeps all eight."""
+    scores = _profile(8)
+    assert len(zscore_cut(scores, 2.0)) < 8
+    assert sorted(leading_block(scores, 0.5).tolist()) == list(range(8))
+
+
+def test_no_leading_block_without_a_clear_drop_or_enough_candidates():
+    assert leading_block(np.linspace(1.0, 0.0, 40), 0.5).tolist() == []  # evenly spread
+    assert leading_block(np.full(20, 0.4), 0.5).tolist() == []  # flat
+    assert leading_block(_profile(3, n=9), 0.5).tolist() == []  # nothing below the nine compared
+    assert leading_block(_profile(3, n=10), 0.5).tolist() != []
+    # the drop must be at least min_gap standard deviations wide
+    rng = np.random.default_rng(0)
+    near = np.concatenate([0.45 + 0.03 * rng.standard_normal(3), 0.3 + 0.05 * rng.standard_normal(37)])
+    assert sorted(leading_block(near, 1.0).tolist()) == [0, 1, 2]  # a drop of 1.2 sd
+    assert leading_block(near, 2.0).tolist() == []
+
+
+def test_the_selector_adds_the_leading_block_to_the_z_score_cut():
+    texts = [f"chunk {i}" for i in range(20)]
+    rng = np.random.default_rng(1)
+    vectors = {t: rng.standard_normal(8) for t in texts}
+    vectors["rationale"] = vectors["chunk 0"] + vectors["chunk 1"] + vectors["chunk 2"]
+    for t in ("chunk 0", "chunk 1", "chunk 2"):
+        vectors[t] = vectors["rationale"] + 0.2 * rng.standard_normal(8)
+    off = MeteoraSelector(_encoder(vectors), scoring="hybrid", expansion_window=0, pooled_z=2.5).select(texts, ["rationale"])
+    on = MeteoraSelector(_encoder(vectors), scoring="hybrid", expansion_window=0, pooled_z=2.5,
+                         pooled_gap=0.5).select(texts, ["rationale"])
+    assert len(off.selected_indices) < 3
+    assert on.selected_indices == [0, 1, 2]
+    with pytest.raises(ConfigError, match="pooled_gap must be >= 0"):
+        MeteoraSelector(_encoder(vectors), pooled_gap=-1)
 
 
 def test_zscore_cut_keeps_only_standouts_best_first():
