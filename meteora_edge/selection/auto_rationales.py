@@ -25,7 +25,10 @@ bridge only when
   about "the agreement"; *Shirley Temple Black* none for one about *Shirley Temple*);
 * a one-word name is capitalised somewhere other than at the start of a sentence (a
   sentence's first word — *Fees*, *Notices* — is capitalised by grammar, not because it names);
-* it recurs in other candidates (an entity other chunks talk about is a likely bridge).
+* it recurs in other candidates (an entity other chunks talk about is a likely bridge), but
+  not in most of them: with four or more other candidates, a name that more than half of them
+  share (a contract's *Receiving Party*, a manual's product) is what the whole collection is
+  about and leads nowhere in particular.
 
 The two bridges that recur most, followed by the question's content words, make the
 second-hop rationale, with every word once (case-insensitively). No bridge, no second hop;
@@ -184,7 +187,9 @@ class SecondHop:
     ``reason`` says in one line why a hop was or was not written; ``considered`` maps each
     name of the first-hop chunk to what became of it (``"bridge (3 other candidates)"``,
     ``"a word of the question"``, ``"capitalised only at a sentence start"``,
-    ``"in no other candidate"``, ``"recurs less than the bridges kept"``).
+    ``"in no other candidate"``, ``"in most other candidates …"`` (a name that more than half of
+    them share is the collection's subject, not a link to a second passage),
+    ``"recurs less than the bridges kept"``).
     """
 
     rationale: Rationale | None
@@ -237,6 +242,9 @@ def plan_second_hop(
         recurrences = sum(_mentions(text, name) for text in others)
         if not recurrences:
             considered[name] = "in no other candidate"
+            continue
+        if len(others) >= 4 and recurrences > len(others) / 2:
+            considered[name] = f"in most other candidates ({recurrences} of {len(others)}): what they all share, not a bridge"
             continue
         ranked.append((-recurrences, order, name))
     ranked.sort()

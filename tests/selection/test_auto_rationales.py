@@ -88,7 +88,8 @@ def test_second_hop_takes_new_names_that_other_candidates_mention():
 
 def test_second_hop_keeps_the_two_names_other_candidates_mention_most():
     first = "Ann Lee met Bo Chan, then Cy Dee, in Oslo."
-    others = ["Cy Dee sang.", "Cy Dee and Bo Chan danced.", "Cy Dee, Bo Chan and Ann Lee ate.", "Oslo is cold."]
+    others = ["Cy Dee sang.", "Cy Dee and Bo Chan danced.", "Cy Dee, Bo Chan and Ann Lee ate.", "Oslo is cold.",
+              "Rain fell.", "Trains ran late.", "Shops closed.", "Night came."]
     _, bridges = second_hop_rationale("Where did they meet?", first, others, index=2)
     assert bridges == ["Cy Dee", "Bo Chan"]  # 3 and 2 mentions; Ann Lee and Oslo have 1
     _, one = second_hop_rationale("Where did they meet?", first, others, index=2, max_names=1)
@@ -186,3 +187,17 @@ def test_the_second_hop_writes_every_word_once(question, first, others, expected
     if text is not None:
         words = [w.lower() for w in text.split()]
         assert len(words) == len(set(words))
+
+
+def test_a_name_most_other_candidates_share_is_the_collections_subject_not_a_bridge():
+    """In one contract every clause names the Receiving Party: it leads to no passage in particular."""
+    question = "May confidential information be shared with employees?"
+    first = "The Receiving Party may share it with its Representatives."
+    clauses = [f"The Receiving Party shall observe clause {n}." for n in range(5)] + ["Representatives are bound too."]
+    hop = plan_second_hop(question, first, clauses, index=2)
+    assert hop.considered["Receiving Party"] == (
+        "in most other candidates (5 of 6): what they all share, not a bridge")
+    assert hop.bridges == ["Representatives"]
+    # in half of them or fewer it is still a bridge; with three others the rule does not apply
+    assert "Receiving Party" in plan_second_hop(question, first, clauses[2:] + ["Fees.", "Term."], index=2).bridges
+    assert "Receiving Party" in plan_second_hop(question, first, clauses[:3], index=2).bridges
