@@ -198,3 +198,20 @@ def test_cli_eval_by_gold_count_and_group_on_both_dev_sets(request, tmp_path, fi
     assert {g["group"] for g in by_group["groups"]} <= groups
     counts = [int(g["group"].rstrip("+")) for g in by_count["groups"]]
     assert counts == sorted(counts)
+
+
+def test_the_evaluation_cache_keeps_the_encoders_threshold_and_analyser():
+    """Wrapped for the comparison, the hashing encoder keeps its own cosine τ (0.1, not ONNX's 0.4):
+    a wrapper that dropped it made the cosine rung reject every candidate of most questions."""
+    from meteora_edge.evaluation.methods import CachedEncoder
+    from meteora_edge.models.analyzer import Analyzer, analyzer_of
+    from meteora_edge.models.encoders import DEFAULT_COSINE_TAU, cosine_tau
+
+    wrapped = CachedEncoder(HashingEncoder())
+    assert cosine_tau(wrapped) == HashingEncoder.cosine_tau != DEFAULT_COSINE_TAU
+    assert isinstance(analyzer_of(wrapped), Analyzer)
+    question = EvalQuestion("q", "Who may terminate the agreement?", "",
+                            ["Either party may terminate the agreement.", "Fees are due monthly.",
+                             "The agreement is governed by English law."] + [f"Clause {i} is about rent." for i in range(8)],
+                            frozenset({0}))
+    assert build_method("pipeline", wrapped)(question) == [0]

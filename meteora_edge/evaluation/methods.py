@@ -267,12 +267,15 @@ class _ScoreMemo:
 class CachedEncoder:
     """Remembers every text's vector, so methods compared on one question embed it once.
 
-    The identity is the wrapped encoder's, so indexes and traces see the real encoder.
+    The identity, the lexical analyser and the cosine threshold are the wrapped encoder's, so
+    indexes, traces and the verification rung see the real encoder.
     """
 
     def __init__(self, encoder: EncoderLike) -> None:
         self.inner = encoder
         self.identity = encoder_id(encoder)
+        self.analyzer = getattr(encoder, "analyzer", None)
+        self.cosine_tau = getattr(encoder, "cosine_tau", None)
         self._memo: dict[str, np.ndarray] = {}
 
     def encode(self, texts: list[str]) -> np.ndarray:
