@@ -30,6 +30,78 @@ def _imported_modules(path) -> set[str]:
     return found
 
 
+def _module_graph(package) -> dict[str, set[str]]:
+    """Each module of a package (dotted name) and the package's modules it imports, lazy ones
+    included; ``from pkg import name`` counts as importing ``pkg.name`` when that is a module."""
+    root = package.parent
+
+    def dotted(path) -> str:
+        parts = path.relative_to(root).with_suffix("").parts
+        return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+    modules = {dotted(path): path for path in package.rglob("*.py")}
+    graph = {}
+    for name, path in modules.items():
+        here = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        found = set()
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ImportFrom):
+                base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
+                source = ".".join(base + ([node.module] if node.module else []))
+                for alias in node.names:
+                    target = f"{source}.{alias.name}"
+                    found.add(target if target in modules else source)
+            elif isinstance(node, ast.Import):
+                found.update(alias.name for alias in node.names)
+        graph[name] = {target for target in found if target in modules and target != name}
+    return graph
+
+
+def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """Groups of modules that reach each other through imports (Tarjan's strongly connected components)."""
+    order, low, stack, on_stack, cycles = {}, {}, [], set(), []
+
+    def visit(node: str) -> None:
+        order[node] = low[node] = len(order)
+        stack.append(node)
+        on_stack.add(node)
+        for target in sorted(graph[node]):
+            if target not in order:
+                visit(target)
+                low[node] = min(low[node], low[target])
+            elif target in on_stack:
+                low[node] = min(low[node], order[target])
+        if low[node] == order[node]:
+            group = []
+            while not group or group[-1] != node:
+                group.append(stack.pop())
+                on_stack.discard(group[-1])
+            if len(group) > 1:
+                cycles.append(sorted(group))
+
+    for node in sorted(graph):
+        if node not in order:
+            visit(node)
+    return cycles
+
+
+def test_no_two_modules_import_each_other_even_lazily():
+    """A lazy import inside a function still ties two modules together (llm_backend and llm_model
+    once did: each imported the other)."""
+    assert _import_cycles(_module_graph(PACKAGE)) == []
+
+
+def test_the_cycle_check_finds_a_lazy_circle(tmp_path):
+    package = tmp_path / "pkg"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sub" / "__init__.py").write_text("from .a import f\n")
+    (package / "sub" / "a.py").write_text("def f():\n    from .b import g\n    return g\n")
+    (package / "sub" / "b.py").write_text("from pkg.sub import a\n\ndef g():\n    return a\n")
+    (package / "c.py").write_text("from .sub import a\n")
+    assert _import_cycles(_module_graph(package)) == [["pkg.sub.a", "pkg.sub.b"]]
+
+
 def test_top_level_holds_at_most_eight_modules():
     modules = sorted(p.name for p in PACKAGE.glob("*.py"))
     assert len(modules) <= 8, modules
