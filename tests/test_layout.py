@@ -125,6 +125,13 @@ def test_each_stage_imports_only_earlier_stages_and_the_helpers():
                 )
 
 
+def test_the_pipeline_uses_meteoras_parts_not_its_reranker_facade():
+    """The facade is an entry point for callers; the pipeline resolves rationales through
+    ``selection.rationales`` and selects through ``selection.ecse``, as the facade does."""
+    for path in (PACKAGE / "pipeline").glob("*.py"):
+        assert "meteora_edge.selection.reranker" not in _imported_modules(path), path.relative_to(ROOT)
+
+
 def test_helpers_import_no_stage():
     for helper in TOP_LEVEL_HELPERS:
         for name in _imported_modules(PACKAGE / f"{helper}.py"):

@@ -37,7 +37,7 @@ from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
-from ..selection.reranker import RationaleGenerator, resolve_rationales
+from ..selection.rationales import RationaleGenerator, resolve_rationales
 from ..selection.verification import VerifierLike
 from .budget import TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
