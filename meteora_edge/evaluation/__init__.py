@@ -20,7 +20,9 @@ verifier: one chunk per prompt, or batched with ``verification_batch=N``), and
 The package's modules: ``datasets`` (the HotpotQA layout and per-query JSONL), ``beir``
 (corpus-level data: corpus, queries, qrels), ``metrics`` (P/R/F1, recall@k, nDCG@k),
 ``methods`` (method specs), ``report`` (running, averaging, tables), ``corpus`` (the
-corpus-level run over an index).
+corpus-level run over an index). A stage of its own, after ``pipeline`` (it runs the
+pipeline's phases and METEORA's parts) and before ``training`` (which labels with its loader
+and metric).
 """
 
 from .beir import BeirData, CorpusQuery, load_beir

@@ -17,7 +17,7 @@ from ..models.bm25 import BM25Index
 from ..documents import document_texts
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
 from ..errors import InputError
-from ..selection.stages import top_k_indices
+from ..models.vectors import top_k_indices
 
 __all__ = ["InMemoryIndex"]
 

@@ -5,7 +5,7 @@ encoder protocol and the model-free hashing encoder; ``cpu_features`` reads the 
 flags and ``precision`` picks the encoder variant they call for; ``onnx_session`` builds
 the one kind of onnxruntime session; ``onnx_encoder`` / ``onnx_cross_encoder`` run the
 exported encoders, with ``embedding_cache`` keeping vectors between calls and processes;
-``llm_file`` checks GGUF files, ``llm_backend`` loads llama.cpp's CPU kernels and
-``llm_model`` runs them.
+``llm_file`` checks GGUF files, ``llm_backend`` imports llama.cpp and loads its CPU kernels,
+and ``llm_model`` runs them.
 Nothing here knows about rationales, indexes or the pipeline.
 """

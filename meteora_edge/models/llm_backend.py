@@ -1,4 +1,9 @@
-"""llama.cpp's CPU backend: loaded for the CPU this process runs on, and named.
+"""llama.cpp itself: imported with its native log routed, its CPU backend loaded and named.
+
+:func:`import_llama_cpp` is the way in to llama-cpp-python: a missing extra is a
+:class:`~meteora_edge.errors.MissingExtraError`, and llama.cpp's own log lines reach stderr
+only after :func:`set_llama_verbose` ``(True)``. The GGUF model (``llm_model``) and the token
+counter build on it; this module imports neither.
 
 llama.cpp picks its CPU kernels at run time when llama-cpp-python was built with
 ``GGML_BACKEND_DL=ON`` and ``GGML_CPU_ALL_VARIANTS=ON`` (what ``scripts/install-llama-cpp.sh``
@@ -23,11 +28,52 @@ import threading
 from pathlib import Path
 from typing import Any
 
-from ..errors import ModelError
+from ..errors import MissingExtraError, ModelError
 
-__all__ = ["cpu_backend"]
+__all__ = ["cpu_backend", "import_llama_cpp", "llama_verbose", "set_llama_verbose"]
 
 logger = logging.getLogger(__name__)
+
+_native = {"verbose": False, "callback": None}
+
+
+def set_llama_verbose(verbose: bool) -> None:
+    """Show llama.cpp's own log lines on stderr (``True``), or keep them quiet (the default)."""
+    _native["verbose"] = bool(verbose)
+
+
+def llama_verbose() -> bool:
+    """Whether llama.cpp's own log lines are shown (see :func:`set_llama_verbose`)."""
+    return bool(_native["verbose"])
+
+
+def import_llama_cpp() -> Any:
+    """Import llama-cpp-python with llama.cpp's native logging routed through this module.
+
+    llama.cpp writes its own lines (model metadata, ``n_ctx_seq (512) > n_ctx_train (0)`` when
+    a GGUF serves as a tokenizer) even with ``verbose=False``; they reach stderr only after
+    :func:`set_llama_verbose` ``(True)`` (the CLI's ``--verbose``).
+
+    Raises:
+        MissingExtraError: llama-cpp-python is not installed.
+    """
+    try:
+        import llama_cpp
+    except ImportError:
+        raise MissingExtraError("llama_cpp", "llm") from None
+    if _native["callback"] is None and hasattr(llama_cpp, "llama_log_set"):
+        import sys
+
+        @llama_cpp.llama_log_callback
+        def forward(level: int, text: bytes, user_data: Any) -> None:
+            if _native["verbose"]:
+                sys.stderr.write(text.decode("utf-8", errors="replace"))
+                sys.stderr.flush()
+
+        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
+        _native["callback"] = forward  # keep the C callback alive
+    return llama_cpp
+
 
 _BACKEND_LOCK = threading.Lock()
 _BACKEND: dict[str, Any] | None = None
@@ -58,8 +104,6 @@ def cpu_backend() -> dict[str, Any]:
 
 
 def _load_cpu_backend() -> dict[str, Any]:
-    from .llm_model import import_llama_cpp
-
     llama_cpp = import_llama_cpp()  # llama.cpp's log lines ("loaded CPU backend …") stay quiet
     from llama_cpp import llama_cpp as bindings
 

@@ -36,7 +36,7 @@ import numpy as np
 
 from .bundle import Bundle
 from ..errors import ConfigError, MissingExtraError, ModelError
-from .llm_backend import cpu_backend
+from .llm_backend import cpu_backend, import_llama_cpp, llama_verbose, set_llama_verbose
 from .llm_file import check_gguf_complete, context_length, kv_cache_bytes
 
 __all__ = [
@@ -45,42 +45,6 @@ __all__ = [
 ]
 
 logger = logging.getLogger(__name__)
-
-_native = {"verbose": False, "callback": None}
-
-
-def set_llama_verbose(verbose: bool) -> None:
-    """Show llama.cpp's own log lines on stderr (``True``), or keep them quiet (the default)."""
-    _native["verbose"] = bool(verbose)
-
-
-def import_llama_cpp() -> Any:
-    """Import llama-cpp-python with llama.cpp's native logging routed through this module.
-
-    llama.cpp writes its own lines (model metadata, ``n_ctx_seq (512) > n_ctx_train (0)`` when
-    a GGUF serves as a tokenizer) even with ``verbose=False``; they reach stderr only after
-    :func:`set_llama_verbose` ``(True)`` (the CLI's ``--verbose``).
-
-    Raises:
-        MissingExtraError: llama-cpp-python is not installed.
-    """
-    try:
-        import llama_cpp
-    except ImportError:
-        raise MissingExtraError("llama_cpp", "llm") from None
-    if _native["callback"] is None and hasattr(llama_cpp, "llama_log_set"):
-        import ctypes
-        import sys
-
-        @llama_cpp.llama_log_callback
-        def forward(level: int, text: bytes, user_data: Any) -> None:
-            if _native["verbose"]:
-                sys.stderr.write(text.decode("utf-8", errors="replace"))
-                sys.stderr.flush()
-
-        llama_cpp.llama_log_set(forward, ctypes.c_void_p(0))
-        _native["callback"] = forward  # keep the C callback alive
-    return llama_cpp
 
 DEFAULT_CONTEXT_SIZE = 4096
 CHAT_FORMATS = ("gguf", "chatml", "plain")
@@ -248,7 +212,7 @@ class LocalLLM:
                 n_threads_batch=threads,
                 seed=seed,
                 n_gpu_layers=0,
-                verbose=bool(_native["verbose"]),
+                verbose=llama_verbose(),
             )
         except (ValueError, RuntimeError, OSError) as exc:
             raise ModelError(

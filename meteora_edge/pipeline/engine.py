@@ -37,7 +37,7 @@ from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
-from ..selection.reranker import RationaleGenerator, resolve_rationales
+from ..selection.rationales import RationaleGenerator, resolve_rationales
 from ..selection.verification import VerifierLike
 from .budget import TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
@@ -213,6 +213,7 @@ class _Run:
         self.fallback_added: list[int] = []
         self.final: list[int] = []
         self.priority: dict[int, tuple[float, str]] = {}
+        self._bm25: BM25Index | None = None
 
     def _phase(self, name: str, started: float, summary: str, **details: Any) -> None:
         self.trace.phases.append(PhaseRecord(name, (time.perf_counter() - started) * 1000, summary, details))
@@ -225,6 +226,18 @@ class _Run:
         self.labels.append(label)
         self.records.append(CandidateRecord(position, label, text, retrieval_score=score))
         return position
+
+    def _candidate_bm25(self) -> BM25Index:
+        """BM25 over the candidates, built once per run and handed to each phase that scores them
+        (the candidates' lexical scores, ECSE, the fallback without an index); built again only
+        when the candidates grew (an index run adds chunks retrieved for rationales)."""
+        if self._bm25 is None or self._bm25.n_docs != len(self.texts):
+            self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.pipe.analyzer)
+        return self._bm25
+
+    def _lexical_index(self) -> BM25Index | None:
+        """The candidates' BM25 for ECSE when its scores have a lexical part, else None."""
+        return None if self.cfg.scoring == "dense" else self._candidate_bm25()
 
     # -- 1. candidates -------------------------------------------------------------------
 
@@ -241,11 +254,9 @@ class _Run:
                 raise InputError(f"passage {long} has {len(texts[long])} characters, over max_chunk_chars={cfg.max_chunk_chars}")
             vectors = embed(pipe.encoder, texts) if texts else np.zeros((0, self.query_vector.shape[0]))
             dense = _cosines(vectors, self.query_vector)
-            lexical = None
-            if cfg.scoring != "dense" and texts:
-                lexical = BM25Index.from_texts(texts, analyzer=pipe.analyzer).text_scores(self.query)
             for i, text in enumerate(texts):
                 self._add(text, passages[i], i, i, None)
+            lexical = self._candidate_bm25().text_scores(self.query) if cfg.scoring != "dense" and texts else None
             self.vectors = np.asarray(vectors, dtype=np.float32)
             source = "passages"
         elif pipe.index is not None:
@@ -310,16 +321,19 @@ class _Run:
                                    pooled_gap=cfg.pooled_gap,
                                    analyzer=pipe.analyzer)
         if auto:
-            plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors)
+            plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors,
+                                      lexical_index=self._lexical_index())
             if chosen:  # llm+auto: the generated rationales join the rule-written ones
                 plan = plan.extended(chosen)
             if pipe.index is not None:
                 for rationale in plan.rationales:
                     if rationale.label != "question":
                         self._retrieve_for(pipe.index, rationale)
-            result = selector.select(self.texts, plan.rationales, chunk_vectors=self.vectors, plan=plan)
+            result = selector.select(self.texts, plan.rationales, chunk_vectors=self.vectors, plan=plan,
+                                     lexical_index=self._lexical_index())
         else:
-            result = selector.select(self.texts, chosen, chunk_vectors=self.vectors)
+            result = selector.select(self.texts, chosen, chunk_vectors=self.vectors,
+                                     lexical_index=self._lexical_index())
         self.rationales, self.rationale_vectors = result.rationales, result.rationale_vectors
         if len(self.rationales) > cfg.max_rationales:
             raise InputError(f"{len(self.rationales)} rationales, over max_rationales={cfg.max_rationales}")
@@ -481,8 +495,7 @@ class _Run:
         """BM25's best positions for the query outside ``blocked``, adding index hits as candidates."""
         pipe = self.pipe
         if pipe.index is None:
-            bm25 = BM25Index.from_texts(self.texts, analyzer=pipe.analyzer)
-            ids, scores = bm25.search(self.query, limit + len(blocked))
+            ids, scores = self._candidate_bm25().search(self.query, limit + len(blocked))
             return [(int(p), float(s)) for p, s in zip(ids, scores) if int(p) not in blocked][:limit], "candidates"
         blocked_ids = {self.ids[p] for p in blocked}
         ids, scores = pipe.index.bm25_search(self.query, limit + len(blocked_ids))

@@ -200,6 +200,7 @@ class MeteoraSelector:
         *,
         chunk_vectors: np.ndarray | None = None,
         plan: AutoPlan | None = None,
+        lexical_index: BM25Index | None = None,
     ) -> SelectionResult:
         """Run ECSE over ``chunks`` for ``rationales``.
 
@@ -209,12 +210,15 @@ class MeteoraSelector:
             chunk_vectors: precomputed chunk embeddings (skips encoding the chunks).
             plan: the :class:`AutoPlan` these rationales came from (its pairing exclusions
                 and strategy are applied and recorded).
+            lexical_index: a BM25 index over exactly these chunks, built with the selector's
+                analyzer (skips building one; lexical and hybrid scoring only).
 
         Returns:
             A :class:`SelectionResult`.
 
         Raises:
-            InputError: no chunks, a chunk without text, or no rationale.
+            InputError: no chunks, a chunk without text, no rationale, or a ``lexical_index``
+                over another number of chunks or with another analyzer.
         """
         texts = document_texts(chunks)
         if not texts:
@@ -222,22 +226,31 @@ class MeteoraSelector:
         parsed = as_rationales(rationales)
         if not parsed:
             raise InputError("no rationale given; pass at least one rationale or use the query as one")
-        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
+        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors), lexical_index)
         exclude: dict[int, int] = {}
         if plan is not None and plan.first_hop_text in texts:
             exclude = dict.fromkeys(plan.exclude_rows, texts.index(plan.first_hop_text))
         return self._select(chunks, scorer, parsed, scorer.score(parsed), exclude=exclude,
                             strategy=None if plan is None else plan.strategy)
 
-    def plan_auto(self, chunks: Sequence[object], query: str, *, chunk_vectors: np.ndarray | None = None) -> AutoPlan:
+    def plan_auto(
+        self,
+        chunks: Sequence[object],
+        query: str,
+        *,
+        chunk_vectors: np.ndarray | None = None,
+        lexical_index: BM25Index | None = None,
+    ) -> AutoPlan:
         """Write rationales by rule from ``query``: its parts, then a second hop over ``chunks``.
 
         The rules are in :mod:`meteora_edge.selection.auto_rationales`. The second-hop
         rationale is built from the best chunk of the first rationale; :meth:`select` with
-        the plan pairs it with the best chunk other than that one.
+        the plan pairs it with the best chunk other than that one. ``chunk_vectors`` and
+        ``lexical_index`` are as in :meth:`select`.
 
         Raises:
-            InputError: no chunks, a chunk without text, or an empty query.
+            InputError: no chunks, a chunk without text, an empty query, or a ``lexical_index``
+                that does not fit (see :meth:`select`).
         """
         texts = document_texts(chunks)
         if not texts:
@@ -248,7 +261,7 @@ class MeteoraSelector:
         strategy: dict[str, Any] = {"name": "auto", "kind": kind, "first_hop": None, "bridges": []}
         if kind != "question":
             return AutoPlan(parts, strategy)
-        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors))
+        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors), lexical_index)
         first = int(np.argmax(scorer.score(parts).fused[0]))  # a plain question is one rationale
         strategy["first_hop"] = first
         others = [text for j, text in enumerate(texts) if j != first]
@@ -273,8 +286,9 @@ class MeteoraSelector:
         """
         texts = document_texts(chunks)
         vectors = self._chunk_vectors(texts, chunk_vectors) if texts else chunk_vectors
-        plan = self.plan_auto(chunks, query, chunk_vectors=vectors)
-        return self.select(chunks, plan.rationales, chunk_vectors=vectors, plan=plan)
+        lexical = BM25Index.from_texts(texts, analyzer=self.analyzer) if texts and self.scoring != "dense" else None
+        plan = self.plan_auto(chunks, query, chunk_vectors=vectors, lexical_index=lexical)
+        return self.select(chunks, plan.rationales, chunk_vectors=vectors, plan=plan, lexical_index=lexical)
 
     def _chunk_vectors(self, texts: list[str], chunk_vectors: np.ndarray | None) -> np.ndarray:
         return embed(self.encoder, texts) if chunk_vectors is None else chunk_vectors
@@ -382,13 +396,29 @@ class _Scores:
 
 
 class _Scorer:
-    """Scores rationales against one set of chunks (the BM25 index over them is built once)."""
+    """Scores rationales against one set of chunks (the BM25 index over them is the caller's,
+    or built once on first use)."""
 
-    def __init__(self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray) -> None:
+    def __init__(
+        self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray, bm25: BM25Index | None = None
+    ) -> None:
+        if bm25 is not None:
+            if not isinstance(bm25, BM25Index):
+                raise InputError(f"lexical_index must be a BM25Index or None, got {type(bm25).__name__}")
+            if bm25.n_docs != len(texts):
+                raise InputError(
+                    f"lexical_index holds {bm25.n_docs} documents but there are {len(texts)} chunks; "
+                    "build it over the same chunks"
+                )
+            if bm25.analyzer != selector.analyzer:
+                raise InputError(
+                    f"lexical_index was built with the analyzer {bm25.analyzer.name}:{bm25.analyzer.version} but the "
+                    f"selector uses {selector.analyzer.name}:{selector.analyzer.version}; build it with the selector's"
+                )
         self.selector = selector
         self.texts = texts
         self.chunk_vectors = chunk_vectors
-        self._bm25: BM25Index | None = None
+        self._bm25 = bm25
 
     def score(self, rationales: list[Rationale]) -> _Scores:
         selector = self.selector

@@ -3,19 +3,27 @@
 The canonical text form is
 ``<rationale_N>[Label] text Flag Instructions: rule</rationale_N>``; :func:`parse_rationales`
 also reads loose tags, ``Rationale N:`` headings, numbered or bulleted lists and plain lines,
-because language models rarely keep a format exactly.
+because language models rarely keep a format exactly. :func:`resolve_rationales` picks a
+query's rationales — given, else from a generator (any callable or chat model), else the
+query itself — for the reranker facade and the pipeline alike.
 """
 
 from __future__ import annotations
 
+import inspect
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Union
 
-from ..errors import InputError
+from ..errors import ConfigError, InputError
 
-__all__ = ["Rationale", "parse_rationales", "format_rationales", "as_rationales"]
+__all__ = [
+    "Rationale", "RationaleGenerator", "parse_rationales", "format_rationales", "as_rationales", "resolve_rationales",
+]
+
+RationaleGenerator = Union[Callable[[str], object], Callable[[str, Sequence[str]], object], Any]
+_GENERATOR_METHODS = ("generate", "complete", "invoke")
 
 
 @dataclass(frozen=True)
@@ -156,3 +164,63 @@ def as_rationales(value: object) -> list[Rationale]:
             raise InputError(f"rationale at position {position} has an empty text")
         out.append(Rationale(text=text, index=len(out) + 1, label=label or None, flag_instructions=flag or None))
     return out
+
+
+def _takes_documents(function: Callable[..., object]) -> bool:
+    """Whether ``function`` accepts a second argument (METEORA's ``generator(query, documents)``)."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):  # builtins without a signature: call with the query only
+        return False
+    if any(p.kind is p.VAR_POSITIONAL for p in parameters) or any(p.name == "documents" for p in parameters):
+        return True
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    return len(positional) >= 2
+
+
+def _generate(generator: RationaleGenerator, query: str, documents: Sequence[str]) -> object:
+    """Call a rationale generator as METEORA does: with ``(query, documents)`` when it takes
+    both, else with the query; ``.generate``/``.complete``/``.invoke`` before ``__call__``."""
+    method = next((getattr(generator, name) for name in _GENERATOR_METHODS if callable(getattr(generator, name, None))), None)
+    function = method if method is not None else generator if callable(generator) else None
+    if function is None:
+        raise ConfigError(
+            f"rationale_generator of type {type(generator).__name__} is not callable and has no .generate(), "
+            ".complete() or .invoke()"
+        )
+    answer = function(query, list(documents)) if _takes_documents(function) else function(query)
+    content = getattr(answer, "content", None)  # a chat message object
+    return content if isinstance(content, str) and not isinstance(answer, (str, Sequence)) else answer
+
+
+def resolve_rationales(
+    query: str,
+    rationales: object | None,
+    generator: RationaleGenerator | None,
+    *,
+    fallback_to_query: bool,
+    documents: Sequence[str] = (),
+) -> tuple[list[Rationale], str]:
+    """Pick the rationales for a query: given → generated → the query itself.
+
+    A generator that takes two arguments is called with ``(query, documents)``.
+
+    Returns:
+        The rationales and their source: ``"given"``, ``"generated"`` or ``"query-fallback"``.
+
+    Raises:
+        InputError: nothing usable and the query fallback is off (or the query is empty).
+    """
+    if rationales is not None:
+        given = as_rationales(rationales)
+        if given:
+            return given, "given"
+    if generator is not None:
+        generated = as_rationales(_generate(generator, query, documents))
+        if generated:
+            return generated, "generated"
+    if fallback_to_query and isinstance(query, str) and query.strip():
+        return [Rationale(text=" ".join(query.split()), index=1)], "query-fallback"
+    raise InputError(
+        "no rationale: give rationales, a rationale generator, or a non-empty query with the query fallback on"
+    )

@@ -1,24 +1,26 @@
-"""The METEORA reranker facade: rationales → ECSE → optional verifier → ordered documents."""
+"""The METEORA reranker facade: rationales → ECSE → optional verifier → ordered documents.
+
+Rationale resolution (given → generated → the query) lives in
+:mod:`~meteora_edge.selection.rationales`; ``RationaleGenerator`` and ``resolve_rationales``
+are re-exported here for callers that import them from the facade.
+"""
 
 from __future__ import annotations
 
-import inspect
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal, Union
+from typing import Any, Literal
 
 from ..documents import document_texts
 from .ecse import MeteoraSelector, SelectionResult
 from ..models.encoders import EncoderLike, embed
 from ..errors import ConfigError, InputError
-from .rationales import Rationale, as_rationales
+from .rationales import Rationale, RationaleGenerator, resolve_rationales
 from .verification import Verdict, VerifierLike, verify_chunks
 
 __all__ = ["MeteoraReranker", "RerankTrace", "RankedDocument", "RationaleGenerator", "resolve_rationales", "document_metadata"]
 
 Order = Literal["score", "document"]
-RationaleGenerator = Union[Callable[[str], object], Callable[[str, Sequence[str]], object], Any]
-_GENERATOR_METHODS = ("generate", "complete", "invoke")
 
 
 @dataclass(frozen=True)
@@ -106,66 +108,6 @@ def document_metadata(document: object) -> dict[str, Any]:
         return {**extra, **meta}
     meta = getattr(document, "metadata", None)
     return dict(meta) if isinstance(meta, Mapping) else {}
-
-
-def _takes_documents(function: Callable[..., object]) -> bool:
-    """Whether ``function`` accepts a second argument (METEORA's ``generator(query, documents)``)."""
-    try:
-        parameters = list(inspect.signature(function).parameters.values())
-    except (TypeError, ValueError):  # builtins without a signature: call with the query only
-        return False
-    if any(p.kind is p.VAR_POSITIONAL for p in parameters) or any(p.name == "documents" for p in parameters):
-        return True
-    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
-    return len(positional) >= 2
-
-
-def _generate(generator: RationaleGenerator, query: str, documents: Sequence[str]) -> object:
-    """Call a rationale generator as METEORA does: with ``(query, documents)`` when it takes
-    both, else with the query; ``.generate``/``.complete``/``.invoke`` before ``__call__``."""
-    method = next((getattr(generator, name) for name in _GENERATOR_METHODS if callable(getattr(generator, name, None))), None)
-    function = method if method is not None else generator if callable(generator) else None
-    if function is None:
-        raise ConfigError(
-            f"rationale_generator of type {type(generator).__name__} is not callable and has no .generate(), "
-            ".complete() or .invoke()"
-        )
-    answer = function(query, list(documents)) if _takes_documents(function) else function(query)
-    content = getattr(answer, "content", None)  # a chat message object
-    return content if isinstance(content, str) and not isinstance(answer, (str, Sequence)) else answer
-
-
-def resolve_rationales(
-    query: str,
-    rationales: object | None,
-    generator: RationaleGenerator | None,
-    *,
-    fallback_to_query: bool,
-    documents: Sequence[str] = (),
-) -> tuple[list[Rationale], str]:
-    """Pick the rationales for a query: given → generated → the query itself.
-
-    A generator that takes two arguments is called with ``(query, documents)``.
-
-    Returns:
-        The rationales and their source: ``"given"``, ``"generated"`` or ``"query-fallback"``.
-
-    Raises:
-        InputError: nothing usable and the query fallback is off (or the query is empty).
-    """
-    if rationales is not None:
-        given = as_rationales(rationales)
-        if given:
-            return given, "given"
-    if generator is not None:
-        generated = as_rationales(_generate(generator, query, documents))
-        if generated:
-            return generated, "generated"
-    if fallback_to_query and isinstance(query, str) and query.strip():
-        return [Rationale(text=" ".join(query.split()), index=1)], "query-fallback"
-    raise InputError(
-        "no rationale: give rationales, a rationale generator, or a non-empty query with the query fallback on"
-    )
 
 
 class MeteoraReranker:

@@ -207,3 +207,28 @@ def test_rationale_objects_keep_their_labels_in_the_trace():
     details = run(given=given).trace.phase("selection").details
     assert [(r["index"], r["label"], r["text"]) for r in details["rationales"]] == [
         (1, "part", "termination rights"), (2, None, "notice")]
+
+
+# -- one BM25 over the candidates per run -----------------------------------------------------------
+
+
+def test_one_bm25_index_over_the_passages_serves_every_phase_of_a_run(monkeypatch):
+    """Candidate scores, ECSE's plan and selection and the fallback all read the same BM25 index."""
+    from meteora_edge.models.bm25 import BM25Index
+
+    builds = []
+    original = BM25Index.from_texts
+
+    def counting(texts, **kwargs):
+        builds.append(list(texts))
+        return original(builds[-1], **kwargs)
+
+    monkeypatch.setattr(BM25Index, "from_texts", counting)
+    pipe = EvidencePipeline(PipelineConfig(scoring="hybrid", rationales="auto", verification="cosine",
+                                           tau_relevance=0.99, n_min=2, theta_redundancy=None, t_max=None))
+    result = pipe.run("Who may terminate the agreement?", passages=PASSAGES)
+    assert builds == [PASSAGES]
+    assert result.trace.phase("selection").details["ecse"]["rationale_strategy"]["kind"] == "question"
+    assert result.trace.phase("fallback").details["fired"] and result.trace.phase("fallback").details["scope"] == "candidates"
+    lexical = original(PASSAGES, analyzer=pipe.analyzer).text_scores("Who may terminate the agreement?")
+    assert [r.lexical_score for r in result.trace.candidates] == pytest.approx(lexical.tolist())

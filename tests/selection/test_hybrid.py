@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from meteora_edge import ConfigError, HashingEncoder, MeteoraSelector
+from meteora_edge import ConfigError, HashingEncoder, InputError, MeteoraSelector
+from meteora_edge.models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER
 from meteora_edge.models.bm25 import BM25Index, bm25_tokens
 from meteora_edge.selection.stages import cosine_matrix, fuse_scores, leading_block, standardise, zscore_cut
 
@@ -189,3 +190,47 @@ def test_lexical_scoring_ignores_the_encoder_for_pairing():
 def test_bad_hybrid_settings_are_refused(kwargs):
     with pytest.raises(ConfigError):
         MeteoraSelector(HashingEncoder(), **kwargs)
+
+
+# -- a BM25 index handed in (the pipeline builds one per run) ---------------------------------------
+
+HOP_CHUNKS = ["Shirley Temple was ambassador to Ghana.", "Ghana lies in West Africa.",
+              "Fees are payable every month.", "Temple starred in Bright Eyes."]
+
+
+def test_a_handed_in_bm25_index_gives_what_the_selector_builds_and_is_not_rebuilt(monkeypatch):
+    selector = MeteoraSelector(HashingEncoder(), expansion_window=0, scoring="hybrid")
+    built = selector.select(HOP_CHUNKS, ["Shirley Temple Ghana", "West Africa"]).to_dict()
+    plan = selector.plan_auto(HOP_CHUNKS, "Where was Shirley Temple ambassador?")
+    index = BM25Index.from_texts(HOP_CHUNKS, analyzer=selector.analyzer)
+    monkeypatch.setattr(BM25Index, "from_texts", None)  # building another would fail
+    handed = selector.select(HOP_CHUNKS, ["Shirley Temple Ghana", "West Africa"], lexical_index=index).to_dict()
+    assert handed == built
+    assert selector.plan_auto(HOP_CHUNKS, "Where was Shirley Temple ambassador?", lexical_index=index) == plan
+
+
+def test_select_auto_builds_one_bm25_index_for_its_plan_and_its_selection(monkeypatch):
+    builds = []
+    original = BM25Index.from_texts
+
+    def counting(texts, **kwargs):
+        builds.append(list(texts))
+        return original(builds[-1], **kwargs)
+
+    monkeypatch.setattr(BM25Index, "from_texts", counting)
+    result = MeteoraSelector(HashingEncoder(), scoring="hybrid").select_auto(HOP_CHUNKS, "Where was Shirley Temple ambassador?")
+    assert builds == [HOP_CHUNKS] and result.selected_indices
+
+
+@pytest.mark.parametrize("index, message", [
+    (BM25Index.from_texts(HOP_CHUNKS[:3]), "lexical_index holds 3 documents but there are 4 chunks; build it over the same chunks"),
+    (BM25Index.from_texts(HOP_CHUNKS, analyzer=LEGACY_ANALYZER),
+     f"lexical_index was built with the analyzer {LEGACY_ANALYZER.name}:{LEGACY_ANALYZER.version} but the selector "
+     f"uses {DEFAULT_ANALYZER.name}:{DEFAULT_ANALYZER.version}; build it with the selector's"),
+    ({"not": "an index"}, "lexical_index must be a BM25Index or None, got dict"),
+])
+def test_a_bm25_index_over_other_chunks_or_terms_is_refused(index, message):
+    selector = MeteoraSelector(HashingEncoder(), scoring="lexical")
+    with pytest.raises(InputError) as info:
+        selector.select(HOP_CHUNKS, ["Ghana"], lexical_index=index)
+    assert str(info.value) == message

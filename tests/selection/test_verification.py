@@ -85,3 +85,13 @@ def test_missing_booleans_are_named_and_reasons_default_to_empty():
     assert parse_verdict({"relevant": True, "flagged": False}).raw is None  # a mapping has no answer text
     assert parse_verdict({"relevant": True, "flagged": False, "explanation": "e"}).reason == ""
     assert parse_verdict({"relevant": True, "flagged": False, "explanation": "e"}, fail_closed=False).reason == "e"
+
+
+def test_verification_still_offers_every_name_its_three_modules_define():
+    """verification.py is the public home; the protocol, the readers and the drivers live apart."""
+    from meteora_edge.selection import verdict_readers, verification, verifier_calls, verifier_protocol
+
+    homes = {name: module for module in (verifier_protocol, verdict_readers, verifier_calls) for name in module.__all__}
+    assert set(verification.__all__) < set(homes)
+    for name, module in homes.items():
+        assert getattr(verification, name) is getattr(module, name), name
