@@ -302,3 +302,23 @@ def test_a_vocabulary_llama_cpp_cannot_load_is_a_model_error(tmp_path, monkeypat
     with pytest.raises(ModelError) as info:
         load_token_counter(path)
     assert str(info.value) == f"cannot load the vocabulary of {path}: bad vocab"
+
+
+def test_a_text_with_a_word_never_packs_into_nothing_and_never_over_the_budget():
+    """Property: whatever the texts, order and budget, something is kept and the budget holds."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    words = st.text(alphabet="ab é漢", min_size=1, max_size=60).filter(lambda t: t.strip())
+
+    @hypothesis.settings(max_examples=200, deadline=None, derandomize=True)
+    @hypothesis.given(texts=st.lists(words, min_size=1, max_size=6), t_max=st.integers(1, 12),
+                      oversize=st.sampled_from(["drop", "truncate"]))
+    def check(texts, t_max, oversize):
+        counter = WhitespaceCounter()
+        decisions = pack(texts, list(range(len(texts)))[::-1], t_max, counter, oversize=oversize)
+        kept = [d for d in decisions if d.kept]
+        assert kept and sum(d.tokens for d in kept) <= t_max
+        assert all(d.text and d.text in texts[d.position] and counter.count([d.text])[0] == d.tokens for d in kept)
+
+    check()
