@@ -23,7 +23,8 @@ Instrumentation: each call is a dispatcher span (``_postprocess_nodes`` /
 ``ReRankEndEvent`` and a :class:`MeteoraReportEvent` carrying this call's report (``select``'s
 JSON object plus ``adapter``; ``detail="full"`` adds the trace; the passage ``id`` there is the
 node's position among the nodes given) — an event handler gets the report of each call, even
-concurrent ones. :meth:`MeteoraNodePostprocessor.select` returns it too, and
+concurrent ones. The legacy ``callback_manager`` gets a ``RERANKING`` event pair (e.g. for
+``LlamaDebugHandler``). :meth:`MeteoraNodePostprocessor.select` returns it too, and
 ``postprocessor.last_report`` is the last of this thread or asyncio task. The async path runs
 the selection in a worker thread, off the event loop.
 """
@@ -37,6 +38,7 @@ from ..errors import InputError, MissingExtraError
 from .adapter_model import Kept, SelectorModel
 
 try:
+    from llama_index.core.callbacks import CBEventType, EventPayload
     from llama_index.core.instrumentation import get_dispatcher
     from llama_index.core.instrumentation.events.base import BaseEvent
     from llama_index.core.instrumentation.events.rerank import ReRankEndEvent, ReRankStartEvent
@@ -94,24 +96,38 @@ class MeteoraNodePostprocessor(SelectorModel, BaseNodePostprocessor):
     def _postprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> List[NodeWithScore]:
-        self._start(nodes, query_bundle)
-        out, report = self.select(nodes, query_bundle.query_str)  # type: ignore[union-attr]  # _start checked it
+        query = self._start(nodes, query_bundle)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            out, report = self.select(nodes, query)
+            event.on_end(payload={EventPayload.NODES: out})
         return _end(out, report)
 
     @dispatcher.span
     async def _apostprocess_nodes(
         self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle] = None
     ) -> List[NodeWithScore]:
-        self._start(nodes, query_bundle)
-        out, report = await self.aselect(nodes, query_bundle.query_str)  # type: ignore[union-attr]
+        query = self._start(nodes, query_bundle)
+        with self.callback_manager.event(CBEventType.RERANKING, payload=self._payload(nodes, query)) as event:
+            out, report = await self.aselect(nodes, query)
+            event.on_end(payload={EventPayload.NODES: out})
         return _end(out, report)
 
-    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> None:
+    @property
+    def _model_name(self) -> str:
+        return "meteora-edge:" + (self.bundle or (type(self.encoder).__name__ if self.encoder is not None else "hashing"))
+
+    def _start(self, nodes: List[NodeWithScore], query_bundle: Optional[QueryBundle]) -> str:
+        """The query, after the instrumentation's start event (InputError without one)."""
         if query_bundle is None:
             raise InputError("MeteoraNodePostprocessor needs the query: pass query_str or query_bundle")
-        model = self.bundle or (type(self.encoder).__name__ if self.encoder is not None else "hashing")
         dispatcher.event(ReRankStartEvent(query=query_bundle, nodes=nodes, top_n=self.top_n or len(nodes),
-                                          model_name=f"meteora-edge:{model}"))
+                                          model_name=self._model_name))
+        return query_bundle.query_str
+
+    def _payload(self, nodes: List[NodeWithScore], query: str) -> Dict[str, Any]:
+        """The legacy callback manager's RERANKING payload, as the built-in rerankers send it."""
+        return {EventPayload.NODES: nodes, EventPayload.MODEL_NAME: self._model_name, EventPayload.QUERY_STR: query,
+                EventPayload.TOP_K: self.top_n or len(nodes)}
 
     def _scored(self, kept: Kept, nodes: List[NodeWithScore]) -> List[NodeWithScore]:
         out = []

@@ -268,3 +268,21 @@ def test_nodes_without_text_are_skipped_with_a_warning(caplog):
     kept, report = postprocessor.select(nodes, Q1)
     assert report["adapter"]["skipped"] == [0] and [p["id"] for p in report["passages"]] == [
         n.node.metadata["n"] for n in kept]
+
+
+def test_the_legacy_callback_manager_gets_a_reranking_event_pair_sync_and_async():
+    from llama_index.core.callbacks import CallbackManager, CBEventType, EventPayload, LlamaDebugHandler
+
+    debug = LlamaDebugHandler()
+    postprocessor = MeteoraNodePostprocessor(encoder=HashingEncoder(), settings=SETTINGS, top_n=2,
+                                             callback_manager=CallbackManager([debug]))
+    nodes = _nodes()
+    kept = postprocessor.postprocess_nodes(nodes, query_str=Q1)
+    asyncio.run(postprocessor.apostprocess_nodes(nodes, query_str=Q2))
+    pairs = debug.get_event_pairs(CBEventType.RERANKING)
+    assert len(pairs) == 2
+    start, end = pairs[0]
+    assert start.payload[EventPayload.QUERY_STR] == Q1 and start.payload[EventPayload.TOP_K] == 2
+    assert start.payload[EventPayload.MODEL_NAME] == "meteora-edge:HashingEncoder"
+    assert [n.node.node_id for n in end.payload[EventPayload.NODES]] == [n.node.node_id for n in kept]
+    assert pairs[1][0].payload[EventPayload.QUERY_STR] == Q2
