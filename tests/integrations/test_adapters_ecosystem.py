@@ -112,15 +112,20 @@ def test_each_call_sends_its_own_report_to_its_callbacks_sync_and_async():
     assert sync_kept[0].id != async_kept[0].id  # two questions, two answers
 
 
-def test_concurrent_async_calls_each_see_their_own_report_and_run_off_the_event_loop():
+class _Recording(HashingEncoder):
+    """The hashing encoder, noting the thread of each call."""
+
     threads: list[int] = []
 
-    class Recording(HashingEncoder):
-        def encode(self, texts):
-            threads.append(threading.get_ident())
-            return super().encode(texts)
+    def encode(self, texts):
+        self.threads.append(threading.get_ident())
+        return super().encode(texts)
 
-    compressor = MeteoraCompressor(encoder=Recording(), settings=SETTINGS)
+
+def test_concurrent_async_calls_each_see_their_own_report_and_run_off_the_event_loop():
+    threads = _Recording.threads
+    threads.clear()
+    compressor = MeteoraCompressor(encoder=_Recording(), settings=SETTINGS)
     chain = _chain(compressor, _docs())
 
     async def one(query):
@@ -237,7 +242,7 @@ def test_a_query_engine_gets_the_relevance_as_score_and_keeps_the_retrieval_scor
 
 
 def test_concurrent_aquery_calls_each_get_their_own_report_event_and_last_report(events):
-    postprocessor = MeteoraNodePostprocessor(encoder=HashingEncoder(), settings=SETTINGS, top_n=1)
+    postprocessor = MeteoraNodePostprocessor(encoder=_Recording(), settings=SETTINGS, top_n=1)
     engine = RetrieverQueryEngine.from_args(_Nodes(_nodes()), llm=MockLLM(), node_postprocessors=[postprocessor])
 
     async def one(query):
@@ -245,9 +250,11 @@ def test_concurrent_aquery_calls_each_get_their_own_report_event_and_last_report
         return query, response.source_nodes, postprocessor.last_report
 
     async def all_of_them():
-        return await asyncio.gather(*(one(q) for q in (Q1, Q2, Q1, Q2)))
+        return threading.get_ident(), await asyncio.gather(*(one(q) for q in (Q1, Q2, Q1, Q2)))
 
-    results = asyncio.run(all_of_them())
+    _Recording.threads.clear()
+    loop_thread, results = asyncio.run(all_of_them())
+    assert _Recording.threads and loop_thread not in _Recording.threads  # the selection ran in worker threads
     for query, kept, last in results:
         assert last["query"] == query and [p["id"] for p in last["passages"]] == [n.node.metadata["n"] for n in kept]
     assert results[0][1][0].node.node_id != results[1][1][0].node.node_id
