@@ -84,7 +84,7 @@ def _check_tau(value: float | None) -> float | None:
 @click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")
 @click.option("--oversize", type=click.Choice(["drop", "truncate"]), default="drop", show_default=True,
-              help="A chunk larger than the whole budget is dropped or cut to fit.")
+              help="A chunk larger than the whole budget is dropped or cut to fit (when no chunk fits, the best is cut anyway).")
 @tokenizer_option
 @bundle_option
 @threads_option

@@ -4,6 +4,8 @@ The last stage; it imports every earlier one and nothing imports it (``import me
 never loads it). ``select_request`` reads a ``/v1/select`` body, ``service`` holds the models
 loaded once and answers it with ``select``'s JSON, ``http_server`` serves that over HTTP
 (extra ``[serve]``: Starlette + uvicorn) and ``stdio`` over JSON lines; ``embedded`` runs the
-pipeline over a framework's documents and ``adapter_model`` holds the fields shared by
-``langchain_compressor`` (extra ``[langchain]``) and ``llamaindex_postprocessor`` (extra ``[llamaindex]``).
+pipeline over a framework's documents and ``adapter_model`` holds the fields and the per-call work
+shared by ``langchain_compressor`` (extra ``[langchain]``) and ``llamaindex_postprocessor`` (extra
+``[llamaindex]``). ``langchain_embeddings`` and ``llamaindex_embedding`` offer the ONNX encoder as
+each framework's embedding model (over ``encoder_embeddings``).
 """

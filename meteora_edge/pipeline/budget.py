@@ -10,6 +10,10 @@ Packing walks the chunks in priority order and keeps each one that still fits; o
 does not fit is skipped and later, shorter chunks may still fill the gap. A chunk that alone
 exceeds the whole budget is dropped (``oversize="drop"``, the default), or cut at a word
 boundary to the room left (``oversize="truncate"``).
+
+The budget never empties a context on its own: when every chunk is larger than ``t_max``
+(e.g. 200-word chunks, which count ~205 tokens, under ``t_max=200``) the first one is cut to
+fit whatever ``oversize`` says, with the outcome :data:`CUT_TO_FIT` so the trace says so.
 """
 
 from __future__ import annotations
@@ -33,12 +37,15 @@ __all__ = [
     "truncate_to_tokens",
     "LONG_WORD",
     "CHARS_PER_TOKEN",
+    "CUT_TO_FIT",
 ]
 
 Oversize = Literal["drop", "truncate"]
 _WORD = re.compile(r"\S+")
 LONG_WORD = 16  # characters: a longer whitespace-free run is no longer one word
 CHARS_PER_TOKEN = 4  # how a long run is counted: ceil(characters / 4) tokens
+#: The outcome of the first chunk when no chunk fits the whole budget: it is cut rather than dropped.
+CUT_TO_FIT = "truncated: every chunk is larger than the budget; the first was cut to fit"
 
 
 @runtime_checkable
@@ -162,12 +169,37 @@ def truncate_to_tokens(text: str, limit: int, counter: TokenCounter) -> str:
     return text[: ends[lo - 1]] if lo else ""
 
 
+def _cut_characters(text: str, limit: int, counter: TokenCounter) -> str:
+    """The longest character-prefix of ``text``'s first word that counts at most ``limit`` tokens.
+
+    For a first word that alone is over the budget (a URL, base64, unspaced CJK); searches at most
+    ``limit * 32`` characters, more than any tokenizer packs into ``limit`` tokens.
+    """
+    match = _WORD.search(text)
+    if match is None or limit < 1:
+        return ""
+    word = text[match.start() : min(match.end(), match.start() + limit * 32)]
+    lo, hi = 0, len(word)
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        if counter.count([word[:mid]])[0] <= limit:
+            lo = mid
+        else:
+            hi = mid - 1
+    return word[:lo]
+
+
 @dataclass(frozen=True)
 class PackDecision:
     position: int
     tokens: int
-    outcome: str  # "kept" | "truncated" | "skipped: does not fit" | "dropped: larger than the budget"
+    outcome: str  # "kept" | "truncated" | CUT_TO_FIT | "skipped: needs N, M left" | "dropped: larger than the budget"
     text: str
+
+    @property
+    def kept(self) -> bool:
+        """Whether the chunk (or its cut ``text``) goes into the context."""
+        return self.outcome == "kept" or self.outcome.startswith("truncated")
 
 
 def pack(
@@ -182,7 +214,14 @@ def pack(
 
     Returns:
         One decision per position in ``order``; ``outcome`` says kept, truncated, skipped
-        (did not fit the room left) or dropped (larger than the whole budget).
+        (did not fit the room left) or dropped (larger than the whole budget). When nothing
+        would be kept because every chunk is larger than ``t_max``, the first is cut to fit
+        (at a word boundary, or inside its first word if that alone is too long) with the
+        outcome :data:`CUT_TO_FIT`, so a non-empty input never packs into an empty context.
+
+    Example:
+        >>> [d.outcome == CUT_TO_FIT for d in pack(["a b c", "d e f"], [1, 0], 2, WhitespaceCounter())]
+        [True, False]
     """
     if not isinstance(t_max, int) or isinstance(t_max, bool) or t_max < 1:
         raise ConfigError(f"t_max must be a positive integer, got {t_max!r}")
@@ -206,4 +245,14 @@ def pack(
                 decisions.append(PackDecision(position, cut_tokens, "truncated", cut))
             else:
                 decisions.append(PackDecision(position, tokens, "dropped: larger than the budget", text))
+    if decisions and not any(d.kept for d in decisions):
+        decisions[0] = _cut_first(decisions[0], t_max, counter)
     return decisions
+
+
+def _cut_first(first: PackDecision, t_max: int, counter: TokenCounter) -> PackDecision:
+    """``first`` (larger than ``t_max``, as every chunk was) cut to fit, or unchanged if no piece fits."""
+    cut = truncate_to_tokens(first.text, t_max, counter) or _cut_characters(first.text, t_max, counter)
+    if not cut:
+        return first
+    return PackDecision(first.position, counter.count([cut])[0], CUT_TO_FIT, cut)

@@ -39,7 +39,7 @@ from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, en
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, resolve_rationales
 from ..selection.verification import VerifierLike
-from .budget import TokenCounter, WhitespaceCounter, pack
+from .budget import CUT_TO_FIT, PackDecision, TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
 from .ladder import CrossEncoder, choose_rung, run_ladder
 from .prioritise import drop_duplicates
@@ -550,16 +550,21 @@ class _Run:
             summary, details = f"no budget; {sum(counts)} tokens", {"t_max": None}
         else:
             decisions = pack(self.texts, self.final, cfg.t_max, counter, oversize=cfg.oversize)  # type: ignore[arg-type]
-            chosen = [(d.position, d.tokens, d.text) for d in decisions if d.outcome in ("kept", "truncated")]
+            chosen = [(d.position, d.tokens, d.text) for d in decisions if d.kept]
             for d in decisions:
                 self.records[d.position].tokens, self.records[d.position].budget = d.tokens, d.outcome
-            cut = next((d for d in decisions if d.outcome not in ("kept", "truncated")), None)
+            cut = next((d for d in decisions if not d.kept), None)
             used = sum(n for _, n, _ in chosen)
             summary = f"{len(chosen)} chunks, {used}/{cfg.t_max} tokens"
+            note = _cut_to_fit_note(decisions, self.labels, self.texts, counter, cfg.t_max)
+            if note is not None:
+                summary += f"; {note}"
             if cut is not None:
                 summary += f"; first cut at chunk {self.labels[cut.position]} ({cut.outcome})"
             details = {"t_max": cfg.t_max, "used": used, "oversize": cfg.oversize,
                        "cut": None if cut is None else {"chunk": self.labels[cut.position], "outcome": cut.outcome}}
+            if note is not None:
+                details["note"] = note
         for p, _, _ in chosen:
             self.records[p].kept = True
         self._phase("budget", t0, summary, tokenizer=counter.identity, **details)
@@ -573,6 +578,17 @@ class _Run:
             trace=self.trace,
             score_names=[self.priority[p][1] for p, _, _ in chosen],
         )
+
+
+def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], texts: Sequence[str],
+                     counter: TokenCounter, t_max: int) -> str | None:
+    """The trace's note when the budget cut its first chunk because no chunk fitted whole (else None)."""
+    first = next((d for d in decisions if d.outcome == CUT_TO_FIT), None)
+    if first is None:
+        return None
+    whole = counter.count([texts[first.position]])[0]
+    return (f"every chunk is larger than t_max {t_max}: chunk {labels[first.position]} ({whole} tokens) was cut to "
+            f"{first.tokens} tokens so the context is not empty; raise t_max or index with a smaller chunk_size")
 
 
 #: The cross-encoder rung's threshold on its probability when none is given.

@@ -66,7 +66,7 @@ def test_a_langchain_retrieval_chain_keeps_what_select_keeps(langchain_docs, tin
     for doc, passage in zip(kept, expected["passages"]):
         original = langchain_docs[passage["id"]]
         assert doc.id == original.id and doc is not original
-        assert doc.metadata == {**original.metadata, "meteora_edge": {
+        assert doc.metadata == {**original.metadata, "relevance_score": passage["score"], "meteora_edge": {
             k: passage[k] for k in ("rank", "id", "score", "score_name", "tokens")}}
     assert [d.model_dump() for d in langchain_docs] == [d.model_dump() for d in before]  # untouched
 

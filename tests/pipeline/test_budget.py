@@ -5,7 +5,7 @@ import pytest
 
 from llm_fakes import FakeLlama, write_gguf
 from meteora_edge.errors import BundleError, ConfigError, InputError, MissingExtraError, ModelError
-from meteora_edge.pipeline.budget import WhitespaceCounter, load_token_counter, pack, truncate_to_tokens
+from meteora_edge.pipeline.budget import CUT_TO_FIT, WhitespaceCounter, load_token_counter, pack, truncate_to_tokens
 
 TEXTS = ["one two three", "four five", "six seven eight nine ten eleven", "twelve"]
 
@@ -25,8 +25,32 @@ def test_chunk_larger_than_budget_is_dropped_or_truncated():
     assert truncated[1].outcome == "skipped: needs 3, 0 left"
 
 
-def test_budget_smaller_than_every_chunk_keeps_nothing():
-    assert all(d.outcome.startswith("dropped") for d in pack(TEXTS[:3], [0, 1, 2], 1, WhitespaceCounter()))
+@pytest.mark.parametrize("oversize", ["drop", "truncate"])
+def test_a_budget_smaller_than_every_chunk_cuts_the_first_instead_of_keeping_nothing(oversize):
+    decisions = pack(TEXTS[:3], [2, 0, 1], 1, WhitespaceCounter(), oversize=oversize)
+    first, *rest = decisions
+    if oversize == "drop":
+        assert (first.position, first.tokens, first.outcome, first.text) == (2, 1, CUT_TO_FIT, "six")
+    else:  # truncate cuts the first chunk itself, as before
+        assert (first.position, first.outcome, first.text) == (2, "truncated", "six")
+    assert first.kept and not any(d.kept for d in rest)
+    assert [d.outcome for d in rest] == ["dropped: larger than the budget"] * 2
+
+
+def test_the_cut_to_fit_applies_only_when_nothing_else_fits():
+    """One chunk that fits whole: the oversize ones before it are dropped as before, nothing is cut."""
+    assert _packed([6, 7, 2], 5) == [(0, 6, "dropped: larger than the budget", WORDS[6]),
+                                     (1, 7, "dropped: larger than the budget", WORDS[7]), (2, 2, "kept", WORDS[2])]
+    assert _packed([6, 7], 5) == [(0, 5, CUT_TO_FIT, "w0 w1 w2 w3 w4"),
+                                  (1, 7, "dropped: larger than the budget", WORDS[7])]
+    assert pack([], [], 5, WhitespaceCounter()) == []
+
+
+@pytest.mark.parametrize("oversize", ["drop", "truncate"])
+def test_a_first_word_longer_than_the_budget_is_cut_inside_the_word(oversize):
+    word = "x" * 40  # 10 tokens (ceil(40 / 4)): no word boundary fits a budget of 5
+    [decision] = pack([word + " tail"], [0], 5, WhitespaceCounter(), oversize=oversize)
+    assert decision.outcome == CUT_TO_FIT and decision.text == "x" * 20 and decision.tokens == 5
 
 
 def test_truncate_respects_word_boundaries():
@@ -278,3 +302,23 @@ def test_a_vocabulary_llama_cpp_cannot_load_is_a_model_error(tmp_path, monkeypat
     with pytest.raises(ModelError) as info:
         load_token_counter(path)
     assert str(info.value) == f"cannot load the vocabulary of {path}: bad vocab"
+
+
+def test_a_text_with_a_word_never_packs_into_nothing_and_never_over_the_budget():
+    """Property: whatever the texts, order and budget, something is kept and the budget holds."""
+    hypothesis = pytest.importorskip("hypothesis")
+    from hypothesis import strategies as st
+
+    words = st.text(alphabet="ab é漢", min_size=1, max_size=60).filter(lambda t: t.strip())
+
+    @hypothesis.settings(max_examples=200, deadline=None, derandomize=True)
+    @hypothesis.given(texts=st.lists(words, min_size=1, max_size=6), t_max=st.integers(1, 12),
+                      oversize=st.sampled_from(["drop", "truncate"]))
+    def check(texts, t_max, oversize):
+        counter = WhitespaceCounter()
+        decisions = pack(texts, list(range(len(texts)))[::-1], t_max, counter, oversize=oversize)
+        kept = [d for d in decisions if d.kept]
+        assert kept and sum(d.tokens for d in kept) <= t_max
+        assert all(d.text and d.text in texts[d.position] and counter.count([d.text])[0] == d.tokens for d in kept)
+
+    check()

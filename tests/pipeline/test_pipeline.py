@@ -91,10 +91,15 @@ def test_flagged_chunks_never_come_back_through_the_fallback():
     assert result.trace.candidates[4].verdict["flag_types"] == ["RULE"]
 
 
-def test_budget_smaller_than_any_chunk_keeps_nothing_and_says_so():
+def test_budget_smaller_than_any_chunk_cuts_the_best_one_to_fit_and_says_so():
     result = make(verification="none", n_min=None, t_max=3).run(QUERY, passages=PASSAGES)
-    assert result.passages == []
-    assert result.trace.phase("budget").details["cut"]["outcome"] == "dropped: larger than the budget"
+    assert len(result.passages) == 1 and result.tokens == 3
+    best = result.ids[0]
+    assert PASSAGES[best].startswith(result.passages[0]) and len(PASSAGES[best].split()) > 3
+    budget = result.trace.phase("budget")
+    assert budget.details["note"].startswith(f"every chunk is larger than t_max 3: chunk {best} (")
+    assert "was cut to 3 tokens" in budget.summary
+    assert result.trace.candidates[best].budget.startswith("truncated: every chunk is larger than the budget")
     truncated = make(verification="none", n_min=None, t_max=3, oversize="truncate").run(QUERY, passages=PASSAGES)
     assert len(truncated.passages) == 1 and len(truncated.passages[0].split()) == 3
 
