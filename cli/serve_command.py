@@ -91,6 +91,8 @@ def serve(
     """
     from meteora_edge.integrations.service import SelectService
 
+    if stdio and _from_environment("token"):
+        token = None  # METEORA_EDGE_TOKEN guards HTTP; a stdio child is reached only through its pipes
     if stdio and (token or host != "127.0.0.1" or port != 8731):
         raise InputError("--stdio talks over pipes; drop --host, --port and --token")
     http = None
@@ -128,6 +130,11 @@ def serve(
 
     http.serve_http(service, host=host, port=port, token=token, limits=limits, shutdown_timeout=shutdown_timeout,
                     on_ready=ready)
+
+
+def _from_environment(name: str) -> bool:
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.ENVIRONMENT
 
 
 class _Stop(Exception):
