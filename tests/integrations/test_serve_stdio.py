@@ -152,4 +152,4 @@ def test_the_environment_token_does_not_stop_a_stdio_server():
     assert json.loads(proc.stdout)["result"]["passages"] and "--token" not in proc.stderr
     given = subprocess.run(cli_command("serve", "--stdio", "--token", "an-environment-token-0123456789"), input="",
                            capture_output=True, text=True, cwd=ROOT, env=child_env(), timeout=60)
-    assert given.returncode == 1 and "--stdio talks over pipes; drop --host, --port and --token" in given.stderr
+    assert given.returncode == 1 and "--stdio talks over pipes; drop --host, --port, --token and --cors-origin" in given.stderr
