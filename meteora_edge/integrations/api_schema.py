@@ -94,7 +94,7 @@ def request_schema() -> dict[str, Any]:
                    "description": "The candidates (the contents of a --chunks file); without it, an index is searched."},
         "index": {"type": "string", "description": "The name of an index the server was started with (its folder "
                                                    "name); without 'chunks' and 'index', the first one."},
-        "rationales": {"oneOf": [{"type": "string", "enum": list(RATIONALE_STRATEGIES)},
+        "rationales": {"anyOf": [{"type": "string", "enum": list(RATIONALE_STRATEGIES)},
                                  {"type": "string", "description": "A tagged rationale text."},
                                  {"type": "array", "minItems": 1, "items": _RATIONALE_ITEM}],
                        "description": "A strategy (auto, query, llm+auto), a rationale text, or a list of rationales."},
