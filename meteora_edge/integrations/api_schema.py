@@ -210,3 +210,11 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
         document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}
         document["security"] = [{"bearer": []}]
     return document
+
+
+if __name__ == "__main__":  # python -m meteora_edge.integrations.api_schema > docs/openapi.json
+    import sys
+
+    from .. import __version__
+
+    sys.stdout.write(json.dumps(openapi_document(__version__), indent=2, ensure_ascii=False) + "\n")

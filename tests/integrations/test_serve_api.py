@@ -316,3 +316,11 @@ def test_real_selections_twenty_at_once_all_succeed_and_a_burst_of_fifty_is_neve
         srv.stop()
     assert {s for s, _ in burst} <= {200, 503}
     assert all(retry == "1" for s, retry in burst if s == 503)
+
+
+def test_the_docs_show_the_document_the_server_serves():
+    from meteora_edge import __version__
+
+    shown = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
+    assert shown == openapi_document(__version__), (
+        "docs/openapi.json is stale: python -m meteora_edge.integrations.api_schema > docs/openapi.json")
