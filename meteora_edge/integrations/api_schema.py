@@ -29,7 +29,7 @@ from ..selection.ecse import POOLED_CUTS
 from ..selection.stages import SCORINGS
 from .select_request import LIMIT_KEYS, SETTING_KEYS
 
-__all__ = ["request_schema", "answer_schema", "openapi_document", "ERROR_SCHEMA"]
+__all__ = ["request_schema", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
 
 _TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
 _CHOICES: dict[str, tuple[str, ...]] = {"scoring": SCORINGS, "pooled_cut": POOLED_CUTS, "verification": RUNGS,
@@ -140,6 +140,16 @@ def answer_schema() -> dict[str, Any]:
                 "verdicts": {"type": "array"}, "trace": {"type": "object"}}}
 
 
+def package_version() -> str:
+    """meteora-edge's installed version (``info.version`` of the document), ``"0"`` when it is not installed."""
+    from importlib import metadata
+
+    try:
+        return metadata.version("meteora-edge")
+    except metadata.PackageNotFoundError:
+        return "0"
+
+
 def _without_dialect(schema: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in schema.items() if k != "$schema"}
 
@@ -215,6 +225,4 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
 if __name__ == "__main__":  # python -m meteora_edge.integrations.api_schema > docs/openapi.json
     import sys
 
-    from .. import __version__
-
-    sys.stdout.write(json.dumps(openapi_document(__version__), indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.write(json.dumps(openapi_document(package_version()), indent=2, ensure_ascii=False) + "\n")

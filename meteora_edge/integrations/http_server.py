@@ -49,7 +49,7 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(exc.name or "starlette", "serve") from exc
 
-from .api_schema import openapi_document
+from .api_schema import openapi_document, package_version
 from .http_connections import guarded_protocol
 from .http_middleware import JsonCORS, RequestLog, check_origins
 
@@ -233,7 +233,7 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
     """
     limits = limits or ServerLimits()
     origins = check_origins(cors_origins, token=token)
-    document = openapi_document(_version(), token=token is not None)
+    document = openapi_document(package_version(), token=token is not None)
     workers = anyio.CapacityLimiter(limits.workers)
     state = {"active": 0}
 
@@ -306,12 +306,6 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
                            expose_headers=["X-Request-Id", "Retry-After"], max_age=600)
     app.add_middleware(RequestLog)
     return app
-
-
-def _version() -> str:
-    from .. import __version__
-
-    return __version__
 
 
 def _failure(exc: Exception) -> Response:

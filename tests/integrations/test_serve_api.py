@@ -319,8 +319,8 @@ def test_real_selections_twenty_at_once_all_succeed_and_a_burst_of_fifty_is_neve
 
 
 def test_the_docs_show_the_document_the_server_serves():
-    from meteora_edge import __version__
+    from meteora_edge.integrations.api_schema import package_version
 
     shown = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
-    assert shown == openapi_document(__version__), (
+    assert shown == openapi_document(package_version()), (
         "docs/openapi.json is stale: python -m meteora_edge.integrations.api_schema > docs/openapi.json")
