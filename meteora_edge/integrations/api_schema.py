@@ -1,25 +1,29 @@
 """The HTTP API described as data: JSON Schemas of a request and an answer, and the OpenAPI 3.1
 document ``GET /openapi.json`` serves.
 
-:func:`request_schema` is the one source of the request's shape: it is derived from the keys
-:mod:`.select_request` reads (``REQUEST_KEYS``) and from :class:`PipelineConfig`'s fields (their
-types, defaults and docstring), so a setting added to the pipeline appears in the document
-without an edit here. Ranges are not repeated: the server checks them and answers 400 with the
-constraint. :func:`answer_schema` describes ``select``'s JSON object (see :mod:`..pipeline.report`).
+:func:`request_json_schema` is the one source of the request's shape: the request keys (a test
+holds them equal to ``REQUEST_KEYS`` of :mod:`.select_request`) and :class:`PipelineConfig`'s
+fields (their types; :func:`described` adds choices, defaults and the docstring's words), so a
+setting added to the pipeline appears in the document without an edit here. Ranges are not
+repeated, except that a resource limit's default is its ``maximum``: the server checks them and
+answers 400 with the constraint. :func:`answer_schema` describes ``select``'s JSON object (see
+:mod:`..pipeline.report`). When the select runtime's own ``pipeline.request.request_json_schema``
+is merged, it replaces :func:`request_json_schema` here (and its ``LIMIT_KEYS`` import).
 
 Example:
     >>> doc = openapi_document()
     >>> doc["openapi"], sorted(doc["paths"])[:2]
     ('3.1.0', ['/openapi.json', '/v1/health'])
-    >>> request_schema()["properties"]["t_max"]["type"]
-    ['integer', 'null']
+    >>> request = doc["components"]["schemas"]["SelectRequest"]["properties"]
+    >>> request["t_max"]["type"], request["oversize"]["enum"]
+    (['integer', 'null'], ['drop', 'truncate'])
 """
 
 from __future__ import annotations
 
 import json
 import re
-from dataclasses import MISSING, fields
+from dataclasses import fields
 from typing import Any
 
 from ..pipeline.config import RATIONALE_STRATEGIES, PipelineConfig
@@ -29,7 +33,7 @@ from ..selection.ecse import POOLED_CUTS
 from ..selection.stages import SCORINGS
 from .select_request import LIMIT_KEYS, SETTING_KEYS
 
-__all__ = ["request_schema", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
+__all__ = ["request_json_schema", "described", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
 
 _TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
 _CHOICES: dict[str, tuple[str, ...]] = {"scoring": SCORINGS, "pooled_cut": POOLED_CUTS, "verification": RUNGS,
@@ -53,18 +57,32 @@ def _setting_docs() -> dict[str, str]:
     return docs
 
 
-def _setting_schema(name: str, annotation: str, default: Any, description: str) -> dict[str, Any]:
+def _setting_schema(annotation: str) -> dict[str, Any]:
     kinds = [part.strip() for part in annotation.split("|")]
     types = [_TYPES[k] for k in kinds if k in _TYPES] + (["null"] if "None" in kinds else [])
-    schema: dict[str, Any] = {"type": types[0] if len(types) == 1 else types}
-    if name in _CHOICES:
-        schema["enum"] = list(_CHOICES[name])
-    schema["description"] = description or name
-    if name in LIMIT_KEYS:
-        schema["description"] += f" May only lower the server's limit ({default})."
-    else:  # given chunks run only the phases asked for: see select_config
-        schema["description"] += f" Default over an index: {json.dumps(default)}."
-    return schema
+    return {"type": types[0] if len(types) == 1 else types}
+
+
+def described(schema: dict[str, Any]) -> dict[str, Any]:
+    """A request schema with each pipeline setting's choices and description added where it has none.
+
+    The descriptions come from :class:`PipelineConfig`'s docstring, with the default over an index
+    (given chunks run only the phases asked for, see ``select_config``). Works on any schema whose
+    properties are named after the settings.
+
+    Returns:
+        A new schema; ``schema`` is not changed.
+    """
+    docs, defaults = _setting_docs(), PipelineConfig()
+    properties = {name: dict(value) for name, value in schema.get("properties", {}).items()}
+    for name, prop in properties.items():
+        if name not in SETTING_KEYS:
+            continue
+        if name in _CHOICES and "enum" not in prop:
+            prop["enum"] = list(_CHOICES[name])
+        if not prop.get("description"):
+            prop["description"] = f"{docs.get(name, name)} Default over an index: {json.dumps(getattr(defaults, name))}."
+    return {**schema, "properties": properties}
 
 
 _RATIONALE_ITEM = {"oneOf": [
@@ -80,14 +98,17 @@ _CHUNK = {"oneOf": [
 ]}
 
 
-def request_schema() -> dict[str, Any]:
+def request_json_schema() -> dict[str, Any]:
     """JSON Schema (2020-12) of one ``POST /v1/select`` body, also a stdio line's body or ``params``.
+
+    The one function the OpenAPI document takes the request's shape from (h-rt's select runtime
+    has a function of this name in ``pipeline.request``; once it is merged, this one gives way
+    to it). :func:`described` adds the settings' choices and descriptions.
 
     Returns:
         An object schema whose properties are exactly the keys the server reads; unknown keys
         are refused (``additionalProperties: false``).
     """
-    docs = _setting_docs()
     properties: dict[str, Any] = {
         "query": {"type": "string", "description": "The question (select --query)."},
         "chunks": {"type": "array", "minItems": 1, "items": _CHUNK,
@@ -107,8 +128,9 @@ def request_schema() -> dict[str, Any]:
     }
     for f in fields(PipelineConfig):
         if f.name in SETTING_KEYS:
-            default = f.default if f.default is not MISSING else None
-            properties[f.name] = _setting_schema(f.name, str(f.type), default, docs.get(f.name, ""))
+            properties[f.name] = _setting_schema(str(f.type))
+            if f.name in LIMIT_KEYS:  # a request may only lower the server's limit
+                properties[f.name]["maximum"] = f.default
     return {"$schema": "https://json-schema.org/draft/2020-12/schema", "title": "SelectRequest", "type": "object",
             "properties": properties, "additionalProperties": False,
             "description": "Needs 'query' or 'rationales'; 'chunks' and 'index' exclude each other. The pipeline "
@@ -179,7 +201,7 @@ def _get(summary: str, schema: dict[str, Any], *statuses: int, parameters: list[
 
 
 def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, Any]:
-    """The OpenAPI 3.1 document of the server's endpoints, built from :func:`request_schema` and :func:`answer_schema`.
+    """The OpenAPI 3.1 document of the server's endpoints, from :func:`request_json_schema` and :func:`answer_schema`.
 
     Args:
         version: the server's version, shown as ``info.version``.
@@ -213,7 +235,7 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
                                {"type": "object"}, 401, 421),
             "/openapi.json": _get("This document", {"type": "object"}, 401, 421),
         },
-        "components": {"schemas": {"SelectRequest": _without_dialect(request_schema()),
+        "components": {"schemas": {"SelectRequest": _without_dialect(described(request_json_schema())),
                                    "Selection": _without_dialect(answer_schema()), "Error": ERROR_SCHEMA}},
     }
     if token:

@@ -21,7 +21,7 @@ from server_process import ROOT, ServerProcess, child_env, cli_command
 uvicorn = pytest.importorskip("uvicorn")
 pytest.importorskip("starlette")
 
-from meteora_edge.integrations.api_schema import answer_schema, openapi_document, request_schema  # noqa: E402
+from meteora_edge.integrations.api_schema import answer_schema, openapi_document  # noqa: E402
 from meteora_edge.integrations.http_server import ServerLimits, create_app, server_config  # noqa: E402
 from meteora_edge.integrations.select_request import REQUEST_KEYS, SETTING_KEYS, parse_select_request  # noqa: E402
 from meteora_edge.integrations.service import SelectService  # noqa: E402
@@ -80,6 +80,11 @@ def app_server():
 
 # -- the OpenAPI document ------------------------------------------------------------------------
 
+def request_schema() -> dict:
+    """The request's schema as the document shows it."""
+    return openapi_document()["components"]["schemas"]["SelectRequest"]
+
+
 def test_the_openapi_document_is_valid_and_served_as_built(app_server):
     validator = pytest.importorskip("openapi_spec_validator")
     document = openapi_document("0.1.0")
@@ -89,8 +94,7 @@ def test_the_openapi_document_is_valid_and_served_as_built(app_server):
     assert status == 200 and headers["content-type"] == "application/json"
     validator.validate(served)
     assert served["paths"].keys() == {"/v1/select", "/v1/models", "/v1/index", "/v1/health", "/openapi.json"}
-    assert served["components"]["schemas"]["SelectRequest"] == {
-        k: v for k, v in request_schema().items() if k != "$schema"}
+    assert served["components"]["schemas"]["SelectRequest"] == request_schema()
 
 
 def test_the_request_schema_has_exactly_the_keys_the_server_reads():
@@ -128,6 +132,8 @@ def test_every_setting_s_default_and_choices_fit_its_schema_and_the_server(setti
     ({**GOOD, "detail": "all"}, False),
     ({**GOOD, "scoring": "cosine"}, False),
     ({**GOOD, "query": 5}, False),
+    ({**GOOD, "max_candidates": 10**9}, False),
+    ({**GOOD, "max_candidates": 100}, True),
 ])
 def test_the_request_schema_agrees_with_the_server_on_examples(body, valid):
     assert _valid(request_schema(), body) is valid
