@@ -333,14 +333,15 @@ def _listening_socket(host: str, port: int) -> socket.socket:
 
 
 def server_config(app: Any, limits: ServerLimits, *, shutdown_timeout: int = 10) -> uvicorn.Config:
-    """uvicorn's configuration for ``app``: the guarded h11 protocol, no access log of its own, no lifespan.
+    """uvicorn's configuration for ``app``: the guarded h11 protocol, no access log of its own, no lifespan,
+    no WebSocket (an upgrade request is answered as the plain HTTP request it also is, guards and JSON included).
 
     Args:
         app: the ASGI application (see :func:`create_app`).
         limits: the keep-alive, header deadline and connection limit.
         shutdown_timeout: seconds running requests get to finish after a signal.
     """
-    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False, ws="none",
                           timeout_graceful_shutdown=shutdown_timeout, timeout_keep_alive=limits.keep_alive,
                           http=guarded_protocol(header_timeout=limits.header_timeout,
                                                 max_connections=limits.max_connections, wrap=RequestLog))

@@ -330,3 +330,16 @@ def test_the_docs_show_the_document_the_server_serves():
     shown = json.loads((ROOT / "docs" / "openapi.json").read_text(encoding="utf-8"))
     assert shown == openapi_document(package_version()), (
         "docs/openapi.json is stale: python -m meteora_edge.integrations.api_schema > docs/openapi.json")
+
+
+def test_a_websocket_upgrade_is_answered_as_plain_http_behind_the_token():
+    server = AppServer(SelectService(), token=TOKEN)
+    upgrade = {"Connection": "Upgrade", "Upgrade": "websocket", "Sec-WebSocket-Version": "13",
+               "Sec-WebSocket-Key": "dGhlIHNhbXBsZSBub25jZQ=="}
+    try:
+        refused = exchange(server.port, "GET", "/v1/health", headers=upgrade)
+        allowed = exchange(server.port, "GET", "/v1/health", headers={**upgrade, "Authorization": f"Bearer {TOKEN}"})
+    finally:
+        server.stop()
+    assert refused[0] == 401 and "missing or wrong token" in refused[2]["error"]
+    assert allowed[0] == 200 and allowed[2]["status"] == "ok"
