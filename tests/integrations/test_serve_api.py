@@ -343,3 +343,25 @@ def test_a_websocket_upgrade_is_answered_as_plain_http_behind_the_token():
         server.stop()
     assert refused[0] == 401 and "missing or wrong token" in refused[2]["error"]
     assert allowed[0] == 200 and allowed[2]["status"] == "ok"
+
+
+def test_models_names_the_gguf_file_and_the_keys_it_serves_without_its_folder():
+    from meteora_edge.integrations.http_server import models_listing
+
+    class WithLLM:
+        generator, verifier = object(), None
+
+        def health(self) -> dict:
+            return {"models": {"encoder": "onnx:e:1:int8", "cross_encoder": "onnx-cross:c:2:int8",
+                               "llm": {"source": "/home/me/private/qwen2.5-1.5b-q4_k_m.gguf", "chat_format": "chatml",
+                                       "context_size": 4096}, "tokenizer": "tokenizer:abc"},
+                    "indexes": [{"name": "notes.index", "path": "/home/me/private/notes.index", "generation": "g1",
+                                 "chunks": 3}]}
+
+    listing = models_listing(WithLLM())
+    assert [(m["role"], m["id"]) for m in listing["data"]] == [
+        ("encoder", "onnx:e:1:int8"), ("cross_encoder", "onnx-cross:c:2:int8"),
+        ("llm", "qwen2.5-1.5b-q4_k_m.gguf"), ("tokenizer", "tokenizer:abc")]
+    assert listing["data"][2]["serves"] == ["generate_rationales"] and listing["data"][2]["context_size"] == 4096
+    assert listing["indexes"] == [{"name": "notes.index", "chunks": 3, "generation": "g1"}]
+    assert "/home/me/private" not in json.dumps(listing)
