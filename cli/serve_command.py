@@ -109,7 +109,8 @@ def serve(
         try:
             cors_origins = check_origins(cors_origins, token=token)
         except InputError as exc:
-            raise InputError(str(exc).replace("cors_origins", "--cors-origin").replace("set a token", "add --token"))
+            flags = str(exc).replace("cors_origins", "--cors-origin").replace("set a token", "add --token")
+            raise InputError(flags) from None
         limits = http.ServerLimits(workers=workers, queue=queue, max_body_bytes=max_body_mb * 2**20,
                                    header_timeout=header_timeout, body_timeout=body_timeout, keep_alive=keep_alive,
                                    max_connections=max_connections)

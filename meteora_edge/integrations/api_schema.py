@@ -81,7 +81,8 @@ def described(schema: dict[str, Any]) -> dict[str, Any]:
         if name in _CHOICES and "enum" not in prop:
             prop["enum"] = list(_CHOICES[name])
         if not prop.get("description"):
-            prop["description"] = f"{docs.get(name, name)} Default over an index: {json.dumps(getattr(defaults, name))}."
+            default = json.dumps(getattr(defaults, name))
+            prop["description"] = f"{docs.get(name, name)} Default over an index: {default}."
     return {**schema, "properties": properties}
 
 
@@ -112,7 +113,8 @@ def request_json_schema() -> dict[str, Any]:
     properties: dict[str, Any] = {
         "query": {"type": "string", "description": "The question (select --query)."},
         "chunks": {"type": "array", "minItems": 1, "items": _CHUNK,
-                   "description": "The candidates (the contents of a --chunks file); without it, an index is searched."},
+                   "description": "The candidates (the contents of a --chunks file); without it, an index is "
+                                  "searched."},
         "index": {"type": "string", "description": "The name of an index the server was started with (its folder "
                                                    "name); without 'chunks' and 'index', the first one."},
         "rationales": {"anyOf": [{"type": "string", "enum": list(RATIONALE_STRATEGIES)},
@@ -185,8 +187,8 @@ def _errors(*statuses: int) -> dict[str, Any]:
             500: "A model or the index failed; the message says what.",
             503: "Busy: --workers selections run and --queue more wait, or --max-connections are open. "
                  "Retry after the Retry-After seconds."}
-    out = {str(s): {"description": what[s], "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}
-           for s in statuses}
+    error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
+    out = {str(s): {"description": what[s], "content": error} for s in statuses}
     if 503 in statuses:
         out["503"]["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "Seconds to wait."}}
     return out
@@ -216,7 +218,8 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
         "operationId": "select",
         "requestBody": {"required": True, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/SelectRequest"},
-            "example": {"query": "who may terminate?", "chunks": ["Either party may terminate.", "Fees are monthly."]}}}},
+            "example": {"query": "who may terminate?",
+                        "chunks": ["Either party may terminate.", "Fees are monthly."]}}}},
         "responses": {"200": {"description": "select's JSON object", "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/Selection"}}}}, **_errors(*common, 413, 415)},
     }}

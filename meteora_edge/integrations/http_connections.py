@@ -14,10 +14,10 @@ protocol, handed to uvicorn as its ``http`` class, adds:
 * JSON for malformed HTTP: what h11 cannot parse (a bad request line or header, a bad
   ``Content-Length`` or chunk, a request line and headers still incomplete after 16 KiB) is
   answered ``{"error": "malformed HTTP request: …"}`` with h11's status (400, or 431 for headers
-  too large) and the connection closed, instead of uvicorn's plain-text 400. Nothing can be answered when the client has already
-  gone, or when the error comes in a pipelined request while the previous answer is being
-  written (the connection is closed then); a client speaking TLS or HTTP/2 to this plain
-  HTTP/1.1 port gets the JSON 400 but cannot read it.
+  too large) and the connection closed, instead of uvicorn's plain-text 400. Nothing can be
+  answered when the client has already gone, or when the error comes in a pipelined request
+  while the previous answer is being written (the connection is closed then); a client speaking
+  TLS or HTTP/2 to this plain HTTP/1.1 port gets the JSON 400 but cannot read it.
 
 The body deadline and the count of admitted requests live in the application
 (:func:`~meteora_edge.integrations.http_server.create_app`): only a request whose body has

@@ -72,7 +72,9 @@ def _select(service: SelectService, body: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def _check_id(value: Any, *, allow_null: bool) -> Any:
-    if (value is None and allow_null) or isinstance(value, str) or (isinstance(value, int) and not isinstance(value, bool)):
+    if (value is None and allow_null) or isinstance(value, str):
+        return value
+    if isinstance(value, int) and not isinstance(value, bool):
         return value
     raise _Failed(INVALID_REQUEST, f"'id' must be a string or an integer, got {type(value).__name__}")
 
@@ -168,7 +170,8 @@ def serve_stdio(service: SelectService, stdin: BinaryIO, stdout: BinaryIO, *, ma
             head = line[:256]
             if not line.endswith(b"\n"):
                 _skip_rest_of_line(stdin)
-            message = f"the line has more than {max_line_bytes} bytes, the limit (--max-body-mb); send a smaller request"
+            message = (f"the line has more than {max_line_bytes} bytes, the limit (--max-body-mb); "
+                       "send a smaller request")
             data = _rpc_error(None, INVALID_REQUEST, message) if b'"jsonrpc"' in head else {"error": message}
         elif not line.strip():
             continue
