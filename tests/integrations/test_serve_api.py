@@ -193,6 +193,9 @@ def test_a_preflight_from_another_origin_is_refused_in_json(app_server):
                                f"allows {APP_ORIGIN} (--cors-origin)"}
     status, headers, _ = exchange(app_server.port, "POST", "/v1/select", GOOD, headers={"Origin": "http://evil.example"})
     assert "access-control-allow-origin" not in headers  # the browser keeps the answer from the page
+    status, _, answer = exchange(app_server.port, "OPTIONS", "/v1/select", headers={
+        "Origin": APP_ORIGIN, **PREFLIGHT, "Access-Control-Request-Private-Network": "true"})  # a public page
+    assert status == 400 and answer["error"].startswith("CORS preflight refused (private-network) for origin")
 
 
 def test_without_cors_origins_a_preflight_is_refused():
