@@ -45,8 +45,11 @@ from .select_command import HASHING_NOTE
 @click.option("--domain", default=None, help="Subject named in the GGUF prompts.")
 @click.option("--workers", type=click.IntRange(min=1), default=2, show_default=True,
               help="Selections that run at once (threads over the shared models).")
-@click.option("--queue", type=click.IntRange(min=0), default=16, show_default=True,
-              help="Requests that may wait for a worker; more are refused with 503.")
+@click.option("--queue", type=click.IntRange(min=0), default=32, show_default=True,
+              help="Requests that may wait for a worker; more are refused with 503 and Retry-After.")
+@click.option("--cors-origin", "cors_origins", multiple=True, metavar="ORIGIN",
+              help="A web origin (scheme://host[:port]) whose pages may call the server from a browser; "
+                   "repeatable. Without it CORS is off.")
 @click.option("--max-body-mb", type=click.IntRange(min=1), default=16, show_default=True,
               help="Largest request body (HTTP) or line (stdio), in MiB; larger → 413.")
 @click.option("--header-timeout", type=click.FloatRange(0, 3600, min_open=True), default=10.0, show_default=True,
@@ -77,6 +80,7 @@ def serve(
     domain: str | None,
     workers: int,
     queue: int,
+    cors_origins: tuple[str, ...],
     max_body_mb: int,
     header_timeout: float,
     body_timeout: float,
@@ -87,17 +91,26 @@ def serve(
     """Load the models once and answer select requests: HTTP on 127.0.0.1, or JSON lines with --stdio.
 
     POST /v1/select takes {"query", "chunks" or "index", "rationales", settings…} and answers with
-    select's JSON; GET /v1/index and GET /v1/health describe the index and the loaded models.
+    select's JSON; GET /v1/models, /v1/index and /v1/health describe the loaded models and indexes;
+    GET /openapi.json is the API's OpenAPI document. With -v every request is logged in one line.
     """
     from meteora_edge.integrations.service import SelectService
 
-    if stdio and (token or host != "127.0.0.1" or port != 8731):
-        raise InputError("--stdio talks over pipes; drop --host, --port and --token")
+    if stdio and _from_environment("token"):
+        token = None  # METEORA_EDGE_TOKEN guards HTTP; a stdio child is reached only through its pipes
+    if stdio and (token or host != "127.0.0.1" or port != 8731 or cors_origins):
+        raise InputError("--stdio talks over pipes; drop --host, --port, --token and --cors-origin")
     http = None
     if not stdio:
         from meteora_edge.integrations import http_server as http  # the [serve] extra, checked before any model loads
+        from meteora_edge.integrations.http_middleware import check_origins
 
         http.check_bind(host, token)
+        try:
+            cors_origins = check_origins(cors_origins, token=token)
+        except InputError as exc:
+            flags = str(exc).replace("cors_origins", "--cors-origin").replace("set a token", "add --token")
+            raise InputError(flags) from None
         limits = http.ServerLimits(workers=workers, queue=queue, max_body_bytes=max_body_mb * 2**20,
                                    header_timeout=header_timeout, body_timeout=body_timeout, keep_alive=keep_alive,
                                    max_connections=max_connections)
@@ -127,7 +140,12 @@ def serve(
         sys.stdout.flush()
 
     http.serve_http(service, host=host, port=port, token=token, limits=limits, shutdown_timeout=shutdown_timeout,
-                    on_ready=ready)
+                    cors_origins=cors_origins, on_ready=ready)
+
+
+def _from_environment(name: str) -> bool:
+    source = click.get_current_context().get_parameter_source(name)
+    return source is click.core.ParameterSource.ENVIRONMENT
 
 
 class _Stop(Exception):

@@ -32,10 +32,10 @@ def child_env() -> dict[str, str]:
 
 
 class ServerProcess:
-    """`meteora-edge serve --port 0 …` in a child process; ``url`` once it listens."""
+    """`meteora-edge [options] serve --port 0 …` in a child process; ``url`` once it listens."""
 
-    def __init__(self, *args: str) -> None:
-        self.proc = subprocess.Popen(cli_command("serve", "--port", "0", *args), stdout=subprocess.PIPE,
+    def __init__(self, *args: str, options: tuple[str, ...] = ()) -> None:
+        self.proc = subprocess.Popen(cli_command(*options, "serve", "--port", "0", *args), stdout=subprocess.PIPE,
                                      stderr=subprocess.PIPE, cwd=ROOT, env=child_env())
         self.url = self._wait_for_url()
         parts = urlsplit(self.url)

@@ -10,7 +10,14 @@ protocol, handed to uvicorn as its ``http`` class, adds:
 * a connection limit: a connection beyond ``max_connections`` is answered ``{"error": …}`` with
   503 and ``Retry-After`` (its first request is read, then the connection is closed);
 * a quiet shutdown: on SIGTERM a request still sending its body is dropped at once instead of
-  holding the shutdown until its timeout and being cancelled with a logged traceback.
+  holding the shutdown until its timeout and being cancelled with a logged traceback;
+* JSON for malformed HTTP: what h11 cannot parse (a bad request line or header, a bad
+  ``Content-Length`` or chunk, a request line and headers still incomplete after 16 KiB) is
+  answered ``{"error": "malformed HTTP request: …"}`` with h11's status (400, or 431 for headers
+  too large) and the connection closed, instead of uvicorn's plain-text 400. Nothing can be
+  answered when the client has already gone, or when the error comes in a pipelined request
+  while the previous answer is being written (the connection is closed then); a client speaking
+  TLS or HTTP/2 to this plain HTTP/1.1 port gets the JSON 400 but cannot read it.
 
 The body deadline and the count of admitted requests live in the application
 (:func:`~meteora_edge.integrations.http_server.create_app`): only a request whose body has
@@ -22,6 +29,9 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
+from collections.abc import Callable
+from http import HTTPStatus
 from typing import Any
 
 import h11
@@ -56,28 +66,66 @@ def _overloaded_app(max_connections: int) -> Any:
     return overloaded
 
 
-def guarded_protocol(*, header_timeout: float, max_connections: int) -> type[asyncio.Protocol]:
-    """uvicorn's h11 protocol with a header deadline, a JSON connection limit and a quiet shutdown.
+def _malformed(exc: BaseException | None) -> bytes:
+    status = getattr(exc, "error_status_hint", 400)
+    status = status if status in (400, 413, 414, 431) else 400
+    detail = re.sub(r"bytearray\(b(['\"])(.*?)\1\)", r"'\2'", " ".join(str(exc or "").split()))[:200]
+    fix = ("send the request line and headers in at most 16 KiB" if status == 431 else
+           "send one HTTP/1.1 request line, then headers, then a body of the length they give")
+    return raw_json_response(status, HTTPStatus(status).phrase,
+                             f"malformed HTTP request: {detail or 'it could not be parsed'}; {fix}")
+
+
+def guarded_protocol(*, header_timeout: float, max_connections: int,
+                     wrap: Callable[[Any], Any] | None = None) -> type[asyncio.Protocol]:
+    """uvicorn's h11 protocol with a header deadline, a JSON connection limit, JSON for malformed
+    HTTP and a quiet shutdown.
 
     Args:
         header_timeout: seconds a connection has to send a request's line and headers.
         max_connections: connections served at once; more are answered 503 and closed.
+        wrap: middleware the 503 answer of the connection limit goes through too (request ids, the access log).
 
     Returns:
         A protocol class for ``uvicorn.Config(http=...)``.
     """
     overloaded = _overloaded_app(max_connections)
+    if wrap is not None:
+        overloaded = wrap(overloaded)
     late = raw_json_response(408, "Request Timeout", f"the request headers did not arrive within {header_timeout:g} "
                              "seconds (--header-timeout); send the request at once")
 
     class GuardedProtocol(H11Protocol):
         _header_timer: asyncio.TimerHandle | None = None
+        _parse_error: BaseException | None = None
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
             if len(self.connections) > max_connections:
                 self.app = overloaded
             self._arm()
+            next_event = self.conn.next_event
+
+            def remembering_next_event() -> Any:  # uvicorn drops h11's reason; keep it for the answer
+                try:
+                    return next_event()
+                except h11.RemoteProtocolError as exc:
+                    self._parse_error = exc
+                    raise
+
+            self.conn.next_event = remembering_next_event  # type: ignore[method-assign]
+
+        def send_400_response(self, msg: str) -> None:
+            cycle = self.cycle
+            if cycle is not None and not cycle.response_complete:
+                cycle.disconnected = True  # the application reads a disconnect and answers nobody
+                cycle.message_event.set()
+                if cycle.response_started:  # half an answer is on the wire: nothing more can be said
+                    self.transport.close()
+                    return
+            logger.info("malformed HTTP request from %s: %s", self.client, self._parse_error)
+            self.transport.write(_malformed(self._parse_error))
+            self.transport.close()
 
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()

@@ -4,7 +4,12 @@ Endpoints (JSON in, JSON out; every error is ``{"error": "<one line>"}``):
 
 * ``POST /v1/select`` — a request body (see :mod:`.select_request`) → ``select``'s JSON object;
 * ``GET /v1/index[?name=NAME]`` — ``index info`` of a served index (the first by default);
-* ``GET /v1/health`` — versions, the bundle's identity, the loaded models, the indexes and limits.
+* ``GET /v1/health`` — versions, the bundle's identity, the loaded models, the indexes and limits;
+* ``GET /v1/models`` — the loaded models by role and the indexes, by name;
+* ``GET /openapi.json`` — the OpenAPI 3.1 document (see :mod:`.api_schema`).
+
+Every answer carries ``X-Request-Id`` and, with ``-v``, is logged in one line; CORS is off unless
+origins are given (see :mod:`.http_middleware`).
 
 Guards, in order: the token (``Authorization: Bearer``, compared in constant time) when one is
 set; on a loopback bind, a ``Host`` header naming the loopback (so a web page cannot reach the
@@ -44,9 +49,11 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(exc.name or "starlette", "serve") from exc
 
+from .api_schema import openapi_document, package_version
 from .http_connections import guarded_protocol
+from .http_middleware import JsonCORS, RequestLog, check_origins
 
-__all__ = ["ServerLimits", "create_app", "check_bind", "is_loopback", "serve_http"]
+__all__ = ["ServerLimits", "create_app", "check_bind", "is_loopback", "models_listing", "server_config", "serve_http"]
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +77,7 @@ class ServerLimits:
         InputError: a value that is not a whole number (counts) or a positive number (seconds).
     """
 
-    def __init__(self, *, workers: int = 2, queue: int = 16, max_body_bytes: int = 16 * 2**20,
+    def __init__(self, *, workers: int = 2, queue: int = 32, max_body_bytes: int = 16 * 2**20,
                  header_timeout: float = 10.0, body_timeout: float = 30.0, keep_alive: float = 5.0,
                  max_connections: int = 256) -> None:
         for name, value in (("workers", workers), ("queue", queue), ("max_body_bytes", max_body_bytes),
@@ -179,20 +186,54 @@ async def _read_body(request: Request, limit: int) -> bytes:
     return b"".join(parts)
 
 
+def models_listing(service: SelectService) -> dict[str, Any]:
+    """What ``GET /v1/models`` answers: the loaded models by role and the served indexes, by name (no paths).
+
+    Returns:
+        ``{"object": "list", "data": [{"id", "object": "model", "role", …}], "indexes": [{"name", "chunks",
+        "generation"}]}`` — roles ``encoder``, ``cross_encoder``, ``llm`` (with the request keys it serves)
+        and ``tokenizer`` (what ``t_max`` counts in).
+    """
+    health = service.health()
+    models = health.get("models") or {}
+    data: list[dict[str, Any]] = []
+    for role in ("encoder", "cross_encoder"):
+        if models.get(role):
+            data.append({"id": models[role], "object": "model", "role": role})
+    llm = models.get("llm")
+    if llm:
+        serves = [key for key, attr in (("generate_rationales", "generator"), ("verify", "verifier"))
+                  if getattr(service, attr, None) is not None]
+        source = str(llm.get("source") or "gguf").replace("\\", "/").rsplit("/", 1)[-1]
+        data.append({"id": source, "object": "model", "role": "llm", "serves": serves,
+                     "chat_format": llm.get("chat_format"), "context_size": llm.get("context_size")})
+    if models.get("tokenizer"):
+        data.append({"id": models["tokenizer"], "object": "model", "role": "tokenizer"})
+    indexes = [{"name": i["name"], "chunks": i["chunks"], "generation": i["generation"]}
+               for i in health.get("indexes", [])]
+    return {"object": "list", "data": data, "indexes": indexes}
+
+
 def create_app(service: SelectService, *, limits: ServerLimits | None = None, token: str | None = None,
-               loopback: bool = True) -> Starlette:
+               loopback: bool = True, cors_origins: tuple[str, ...] | list[str] = ()) -> Starlette:
     """The ASGI application over one :class:`SelectService`.
 
     Args:
         service: the loaded models and indexes.
-        limits: workers, queue and body size (defaults: 2, 16, 16 MiB).
+        limits: workers, queue and body size (defaults: 2, 32, 16 MiB).
         token: when set, every request must send ``Authorization: Bearer <token>``.
         loopback: the server listens on a loopback address (then ``Host`` must name it).
+        cors_origins: web origins allowed to call the server from a browser (none: CORS off).
 
     Returns:
         A Starlette application.
+
+    Raises:
+        InputError: an origin that is not ``scheme://host[:port]``, ``null`` or ``*`` (with a token only).
     """
     limits = limits or ServerLimits()
+    origins = check_origins(cors_origins, token=token)
+    document = openapi_document(package_version(), token=token is not None)
     workers = anyio.CapacityLimiter(limits.workers)
     state = {"active": 0}
 
@@ -239,15 +280,31 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
             return _failure(exc)
         return _json({**data, "limits": limits.to_dict()})
 
+    async def models(request: Request) -> Response:
+        try:
+            data = await anyio.to_thread.run_sync(models_listing, service)
+        except Exception as exc:
+            return _failure(exc)
+        return _json(data)
+
+    async def openapi(request: Request) -> Response:
+        return _json(document)
+
     async def http_error(request: Request, exc: Exception) -> Response:
         status = exc.status_code if isinstance(exc, HTTPException) else 500
         detail = exc.detail if isinstance(exc, HTTPException) else "internal error"
         return _error(status, f"{detail}: {request.method} {request.url.path}")
 
     routes = [Route("/v1/select", select, methods=["POST"]), Route("/v1/index", index, methods=["GET"]),
-              Route("/v1/health", health, methods=["GET"])]
+              Route("/v1/health", health, methods=["GET"]), Route("/v1/models", models, methods=["GET"]),
+              Route("/openapi.json", openapi, methods=["GET"])]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error})
     app.add_middleware(_Guard, token=token, loopback=loopback)
+    if origins:  # outside the guard: a browser's preflight carries no token
+        app.add_middleware(JsonCORS, allow_origins=origins, allow_methods=["GET", "POST"],
+                           allow_headers=["Authorization", "Content-Type", "X-Request-Id"],
+                           expose_headers=["X-Request-Id", "Retry-After"], max_age=600)
+    app.add_middleware(RequestLog)
     return app
 
 
@@ -275,6 +332,21 @@ def _listening_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
+def server_config(app: Any, limits: ServerLimits, *, shutdown_timeout: int = 10) -> uvicorn.Config:
+    """uvicorn's configuration for ``app``: the guarded h11 protocol, no access log of its own, no lifespan,
+    no WebSocket (an upgrade request is answered as the plain HTTP request it also is, guards and JSON included).
+
+    Args:
+        app: the ASGI application (see :func:`create_app`).
+        limits: the keep-alive, header deadline and connection limit.
+        shutdown_timeout: seconds running requests get to finish after a signal.
+    """
+    return uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False, ws="none",
+                          timeout_graceful_shutdown=shutdown_timeout, timeout_keep_alive=limits.keep_alive,
+                          http=guarded_protocol(header_timeout=limits.header_timeout,
+                                                max_connections=limits.max_connections, wrap=RequestLog))
+
+
 def serve_http(
     service: SelectService,
     *,
@@ -283,6 +355,7 @@ def serve_http(
     token: str | None = None,
     limits: ServerLimits | None = None,
     shutdown_timeout: int = 10,
+    cors_origins: tuple[str, ...] | list[str] = (),
     on_ready: Callable[[str], None] | None = None,
 ) -> None:
     """Listen until SIGINT or SIGTERM, then finish the running requests and return.
@@ -293,20 +366,17 @@ def serve_http(
         token: required from clients when set; required to bind a non-loopback host.
         limits: workers, queue and body size.
         shutdown_timeout: seconds running requests get to finish after a signal.
+        cors_origins: web origins allowed to call the server from a browser (none: CORS off).
         on_ready: called with the base URL once the socket listens.
 
     Raises:
-        InputError: a non-loopback host without a token, or the port is taken.
+        InputError: a non-loopback host without a token, a bad origin, or the port is taken.
     """
     check_bind(host, token)
     limits = limits or ServerLimits()
+    app = create_app(service, limits=limits, token=token, loopback=is_loopback(host), cors_origins=cors_origins)
     sock = _listening_socket(host, port)
-    app = create_app(service, limits=limits, token=token, loopback=is_loopback(host))
-    config = uvicorn.Config(app, log_level="warning", access_log=False, lifespan="off", server_header=False,
-                            timeout_graceful_shutdown=shutdown_timeout, timeout_keep_alive=limits.keep_alive,
-                            http=guarded_protocol(header_timeout=limits.header_timeout,
-                                                  max_connections=limits.max_connections))
-    server = uvicorn.Server(config)
+    server = uvicorn.Server(server_config(app, limits, shutdown_timeout=shutdown_timeout))
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
     if on_ready is not None:

@@ -114,7 +114,7 @@ def test_index_and_health_describe_what_the_server_loaded(server, tiny_bundle, t
     assert health["models"]["llm"] is None and health["models"]["tokenizer"] == "whitespace"
     assert health["indexes"] == [{"name": "contracts.index", "path": str(tiny_index),
                                   "generation": info["generation"], "chunks": info["chunks"]}]
-    assert health["limits"] == {"workers": 2, "queue": 16, "max_body_bytes": 2**20, "header_timeout": 10.0,
+    assert health["limits"] == {"workers": 2, "queue": 32, "max_body_bytes": 2**20, "header_timeout": 10.0,
                                 "body_timeout": 30.0, "keep_alive": 5.0, "max_connections": 256}
 
 
@@ -122,7 +122,7 @@ def test_index_and_health_describe_what_the_server_loaded(server, tiny_bundle, t
     (["--host", "0.0.0.0"], "refusing to listen on 0.0.0.0, which is not a loopback address, without --token"),
     (["--host", "192.0.2.1"], "refusing to listen on 192.0.2.1"),
     (["--host", "0.0.0.0", "--token", "short"], "--token must have at least 16 characters, got 5"),
-    (["--stdio", "--token", TOKEN], "--stdio talks over pipes; drop --host, --port and --token"),
+    (["--stdio", "--token", TOKEN], "--stdio talks over pipes; drop --host, --port, --token and --cors-origin"),
 ])
 def test_a_non_loopback_bind_without_a_token_is_refused(args, message):
     proc = subprocess.run(cli_command("serve", *args), capture_output=True, text=True, cwd=ROOT, env=child_env(),

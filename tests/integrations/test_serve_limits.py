@@ -92,3 +92,72 @@ def test_model_errors_are_500_with_one_line_and_never_a_traceback(app_server):
     status, answer = call("127.0.0.1", port, "POST", "/v1/select", {"crash": 1})
     assert status == 500 and answer == {
         "error": "internal error (RuntimeError: unexpected second line); see the server log"}
+
+
+def _exchange(port: int, body: dict) -> tuple[int, str | None, dict]:
+    """One POST on its own connection: (status, Retry-After, JSON); a dropped connection raises."""
+    import http.client
+    import json
+
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
+    try:
+        conn.request("POST", "/v1/select", body=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+        response = conn.getresponse()
+        return response.status, response.getheader("Retry-After"), json.loads(response.read())
+    finally:
+        conn.close()
+
+
+@pytest.fixture
+def default_server():
+    """The blocking service behind the server's own configuration and default limits."""
+    from meteora_edge.integrations.http_server import server_config
+
+    service, limits = BlockingService(), ServerLimits()
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen(128)
+    server = uvicorn.Server(server_config(create_app(service, limits=limits), limits))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    deadline = time.monotonic() + 10
+    while not server.started and time.monotonic() < deadline:
+        time.sleep(0.02)
+    yield service, sock.getsockname()[1], limits
+    service.release.set()
+    server.should_exit = True
+    thread.join(10)
+    sock.close()
+
+
+def _wait_for(condition, seconds: float = 20) -> None:
+    deadline = time.monotonic() + seconds
+    while not condition() and time.monotonic() < deadline:
+        time.sleep(0.02)
+    assert condition()
+
+
+def test_twenty_concurrent_requests_with_the_defaults_are_all_queued_and_answered(default_server):
+    service, port, limits = default_server
+    assert (limits.workers, limits.queue) == (2, 32)
+    with ThreadPoolExecutor(20) as pool:
+        futures = [pool.submit(_exchange, port, {"n": i}) for i in range(20)]
+        _wait_for(lambda: service.running == 2)
+        time.sleep(0.3)  # every request has arrived and waits: none was refused
+        assert not any(f.done() for f in futures)
+        service.release.set()
+        assert [f.result() for f in futures] == [(200, None, {"ok": True})] * 20
+    assert service.most == 2
+
+
+def test_a_burst_of_fifty_gets_only_200_or_503_with_retry_after(default_server):
+    service, port, limits = default_server
+    with ThreadPoolExecutor(50) as pool:
+        futures = [pool.submit(_exchange, port, {"n": i}) for i in range(50)]
+        _wait_for(lambda: sum(f.done() for f in futures) == 50 - limits.workers - limits.queue)
+        service.release.set()
+        answers = [f.result() for f in futures]  # a dropped connection would raise here
+    ok = [a for a in answers if a[0] == 200]
+    busy = [a for a in answers if a[0] == 503]
+    assert len(ok) == limits.workers + limits.queue and len(ok) + len(busy) == 50
+    assert all(retry == "1" and answer["error"].startswith("busy: ") for _, retry, answer in busy)
