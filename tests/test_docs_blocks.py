@@ -111,7 +111,8 @@ def parse_blocks(text: str, page: str) -> list[Block]:
                 error = None
             except DirectiveError as exc:
                 skip, slow, setup, error = None, False, (), str(exc)
-            slow = slow or "models/bundles/" in body or SMOLLM2 in body
+            source = "\n".join(setup) + "\n" + body
+            slow = slow or "models/bundles/" in source or SMOLLM2 in source
             blocks.append(Block(page, index + 1, LANGUAGES[tag], body, skip, slow, setup, error))
         index = end + 1
     return blocks
@@ -240,9 +241,9 @@ def test_docs_block_runs(block: Block, checkouts: Checkouts, request: pytest.Fix
     commands = re.sub(r"(^|\s)#.*", "", block.code)  # a comment may name a script
     assert not _CI_ONLY.search(commands), f"{block.id} installs or runs a CI script: skip it with a reason"
     checkout = checkouts.for_page(block.page)
-    if block.slow:
+    if "models/bundles/" in block.code or any("models/bundles/" in line for line in block.setup):
         _link_bundles(checkout, request.getfixturevalue("minilm_bundle"))
-    if SMOLLM2 in block.code:
+    if SMOLLM2 in block.code or any(SMOLLM2 in line for line in block.setup):
         _link_smollm2(checkout)
     before = _repository_state()
     run = run_block(block, checkout)
