@@ -368,7 +368,7 @@ def test_run_block_fails_when_the_block_fails(tmp_path, language, code, ok):
     assert (run.returncode == 0) is ok, run.stdout + run.stderr
 
 
-def test_a_checkout_writes_nothing_into_the_repository(tmp_path):
+def test_a_checkout_is_laid_out_like_the_repository_but_outside_it(tmp_path):
     checkout = Checkouts(tmp_path).for_page("README.md")
     assert checkout.resolve() != ROOT and ROOT not in checkout.resolve().parents
     assert (checkout / "examples").resolve() == ROOT / "examples"
