@@ -178,7 +178,7 @@ class LocalIndex:
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
         # the vectors go to a temporary file as they are computed, so memory does not grow with the corpus
-        with VectorSpool(len(lines), spool_folder(target)) as vectors:
+        with VectorSpool(len(lines), spool_folder(target), where=target) as vectors:
             embed_into(vectors, encoder, texts, batch_size, progress)
             bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
             ann_bytes = None

@@ -15,6 +15,8 @@ from typing import Any, BinaryIO
 
 import numpy as np
 
+from ..errors import LocalIndexError
+
 __all__ = ["VectorSpool", "spool_folder"]
 
 _BLOCK_ROWS = 4096  # rows copied per read: 6 MB at 384 dimensions
@@ -34,11 +36,16 @@ class VectorSpool:
     Args:
         count: how many rows the spool holds.
         folder: where the temporary file goes (falls back to the system's temporary folder when
-            it cannot be written there).
+            it cannot be created there).
+        where: the index being built, for error messages.
+
+    Raises:
+        LocalIndexError: the file cannot be written (a full disk): the index is unchanged.
     """
 
-    def __init__(self, count: int, folder: Path | None = None) -> None:
+    def __init__(self, count: int, folder: Path | None = None, *, where: object = "") -> None:
         self.count = count
+        self.where = where
         self.dimension: int | None = None
         self._file: BinaryIO
         try:
@@ -53,13 +60,17 @@ class VectorSpool:
     def put(self, rows: np.ndarray, vectors: np.ndarray) -> None:
         """Write ``vectors[j]`` as row ``rows[j]`` (float32)."""
         vectors = np.ascontiguousarray(vectors, dtype="<f4")
-        if self.dimension is None:
-            self.dimension = int(vectors.shape[1])
-            self._file.truncate(self.count * self.dimension * 4)
-        row_bytes = self.dimension * 4
-        fd = self._file.fileno()
-        for row, vector in zip(rows.tolist(), vectors):
-            os.pwrite(fd, vector.tobytes(), row * row_bytes)
+        try:
+            if self.dimension is None:
+                self.dimension = int(vectors.shape[1])
+                self._file.truncate(self.count * self.dimension * 4)
+            row_bytes = self.dimension * 4
+            fd = self._file.fileno()
+            for row, vector in zip(rows.tolist(), vectors):
+                os.pwrite(fd, vector.tobytes(), row * row_bytes)
+        except OSError as exc:
+            raise LocalIndexError(f"cannot write the index at {self.where}: {exc.strerror or exc} (while spooling "
+                                  "its vectors to a temporary file); the index there is unchanged") from None
 
     def rows(self, lo: int, hi: int) -> np.ndarray:
         """Rows ``lo`` to ``hi`` (exclusive), read into memory."""
