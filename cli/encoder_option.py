@@ -48,15 +48,18 @@ def cache_disabled() -> bool:
     return bool(ctx and ctx.meta.get(_NO_CACHE))
 
 
-def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_encoder: str | None = None) -> EncoderLike:
+def encoder_from_options(bundle: str | None, threads: int, precision: str, *, index_encoder: str | None = None,
+                         bulk: bool = False) -> EncoderLike:
     """The encoder of ``--bundle`` (hashing without one), with the embedding cache unless ``--no-cache``.
 
-    ``index_encoder``: the encoder id an index recorded (see :func:`load_encoder`).
+    ``index_encoder``: the encoder id an index recorded (see :func:`load_encoder`). ``bulk``
+    (index builds): ``threads`` one-thread sessions running batches at once instead of one
+    session with ``threads`` threads (faster on shared cores; see docs/performance.md).
     """
     from meteora_edge.models.onnx_encoder import load_encoder
 
-    return load_encoder(bundle, threads=threads, precision=precision, cache=not cache_disabled(),
-                        index_encoder=index_encoder)
+    return load_encoder(bundle, threads=1 if bulk else threads, precision=precision, cache=not cache_disabled(),
+                        index_encoder=index_encoder, sessions=threads if bulk else 1)
 
 
 def cross_encoder_from_options(bundle: str | None, threads: int) -> CrossEncoder | None:

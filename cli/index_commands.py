@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -115,7 +116,8 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
     documents, skipped = _read(inputs, strict, follow_links)
-    encoder = encoder_from_options(bundle, threads, precision)
+    encoder = encoder_from_options(bundle, threads, precision, bulk=True)
+    started = time.monotonic()
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         if location is None:
             built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
@@ -128,7 +130,9 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                       batch_size=batch_size, overwrite=overwrite, progress=progress)
             where = location.label
-    click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where}", err=True)
+    took = max(time.monotonic() - started, 1e-9)
+    click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where} in {took:.1f} s "
+               f"({len(built) / took:.1f} chunks/s)", err=True)
 
 
 @index.command("add")
@@ -157,7 +161,7 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     documents, skipped = _read(inputs, strict, follow_links)
     current = open_index(index_dir)
     bundle = index_bundle(current, bundle, index_dir)
-    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id, bulk=True)
     check_encoder(current, encoder, index_dir)
     fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
     known = len(documents) - len(fresh)

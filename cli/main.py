@@ -1,4 +1,4 @@
-"""Entry point: the click group, error mapping and the registration of every command.
+"""Entry point: the click group, error mapping and the (lazy) registration of every command.
 
 Commands stay thin: they parse options, call the library and print. The library raises
 :class:`~meteora_edge.errors.MeteoraError`; here it becomes one line on stderr and exit 1.
@@ -6,6 +6,7 @@ Commands stay thin: they parse options, call the library and print. The library 
 
 from __future__ import annotations
 
+import importlib
 import logging
 import sys
 from typing import Any
@@ -18,7 +19,37 @@ from meteora_edge.errors import MeteoraError
 from .output import tolerant_streams
 
 
+# command name -> (module under cli/, attribute): a module is imported when its command is run or
+# listed, so `--version` and `select --help` skip the other commands' imports (start-up time)
+_COMMANDS = {
+    "select": ("select_command", "select"),
+    "serve": ("serve_command", "serve"),
+    "chunk": ("core_commands", "chunk"),
+    "index": ("index_commands", "index"),
+    "eval": ("eval_command", "eval_command"),
+    "export": ("export_commands", "export"),
+    "doctor": ("doctor_command", "doctor"),
+    "cache": ("cache_commands", "cache"),
+    "models": ("model_commands", "models"),
+    "dpo-derive": ("dpo_commands", "dpo_derive"),
+    "dpo-prepare": ("dpo_commands", "dpo_prepare"),
+    "dpo-train": ("dpo_commands", "dpo_train"),
+}
+
+
 class _Group(click.Group):
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *_COMMANDS})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name not in self.commands and cmd_name in _COMMANDS:
+            module, attribute = _COMMANDS[cmd_name]
+            command = getattr(importlib.import_module(f"{__package__}.{module}"), attribute)
+            if command.name != cmd_name:  # a bug here, not a user error
+                raise RuntimeError(f"cli.{module}.{attribute} is named {command.name!r}, not {cmd_name!r}")
+            self.add_command(command)
+        return super().get_command(ctx, cmd_name)
+
     def invoke(self, ctx: click.Context) -> Any:
         tolerant_streams()
         try:
@@ -45,34 +76,6 @@ def main(verbose: bool) -> None:
     if verbose:
         logging.basicConfig(level=logging.INFO, format="%(name)s: %(message)s", stream=sys.stderr)
 
-
-def _register() -> None:
-    from .cache_commands import cache
-    from .core_commands import chunk
-    from .select_command import select
-    from .serve_command import serve
-    from .doctor_command import doctor
-    from .dpo_commands import dpo_derive, dpo_prepare, dpo_train
-    from .eval_command import eval_command
-    from .export_commands import export
-    from .index_commands import index
-    from .model_commands import models
-
-    main.add_command(select)
-    main.add_command(serve)
-    main.add_command(chunk)
-    main.add_command(index)
-    main.add_command(eval_command)
-    main.add_command(export)
-    main.add_command(doctor)
-    main.add_command(cache)
-    main.add_command(models)
-    main.add_command(dpo_derive)
-    main.add_command(dpo_prepare)
-    main.add_command(dpo_train)
-
-
-_register()
 
 if __name__ == "__main__":  # pragma: no cover
     sys.exit(main())

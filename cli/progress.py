@@ -3,7 +3,7 @@
 ``--progress text`` (the default) draws click's bar when stderr is a terminal and otherwise
 prints a line at most every :data:`INTERVAL` seconds (and one at the end), so a log or a
 pipe shows signs of life; ``--progress json`` prints one JSON event per line
-(``{"event": "progress", "stage": …, "done": n, "total": m}``) at the same rate, for apps;
+(``{"event": "progress", "stage": …, "done": n, "total": m, "elapsed_s": s, "per_s": rate}``) at the same rate, for apps;
 ``--progress none`` prints nothing.
 """
 
@@ -70,7 +70,7 @@ class LineProgress:
         elapsed = max(now - self._start, 1e-9)
         if self.as_json:
             event: dict[str, Any] = {"event": "progress", "stage": self.stage, "done": done, "total": total,
-                                     "elapsed_s": round(elapsed, 3)}
+                                     "elapsed_s": round(elapsed, 3), "per_s": round(done / elapsed, 2)}
             self._write(json.dumps(event))
             return
         share = f" ({100 * done / total:.0f} %)" if total else ""

@@ -58,6 +58,7 @@ def test_json_events_and_the_final_count_is_printed_at_once():
     assert [(e["event"], e["stage"], e["done"], e["total"]) for e in events] == [
         ("progress", "embedding", 32, 64), ("progress", "embedding", 64, 64)]
     assert events[1]["elapsed_s"] == 0.25
+    assert events[1]["per_s"] == 256.0  # 64 chunks in 0.25 s
 
 
 @pytest.mark.parametrize("mode", ["text", "json", "none"])
@@ -72,7 +73,7 @@ def test_index_build_reports_progress_on_stderr_outside_a_terminal(tmp_path, mod
     total = None
     if mode == "json":
         events = [json.loads(line) for line in lines]
-        assert events and all(set(e) == {"event", "stage", "done", "total", "elapsed_s"} for e in events)
+        assert events and all(set(e) == {"event", "stage", "done", "total", "elapsed_s", "per_s"} for e in events)
         assert events[-1]["done"] == events[-1]["total"] > 4
         total = events[-1]["total"]
     else:

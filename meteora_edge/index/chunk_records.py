@@ -20,8 +20,9 @@ from ..errors import InputError
 from ..models.encoders import EncoderLike, embed, normalize_rows
 from .chunking import iter_chunks
 from .corpus import SourceDocument
+from .vector_spool import VectorSpool
 
-__all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "finite"]
+__all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "embed_into", "length_order", "finite"]
 
 Progress = Callable[[int, int], None]
 
@@ -82,14 +83,51 @@ def chunk_records(
     return _RecordTexts(lines), lines
 
 
+def length_order(texts: Sequence[str]) -> np.ndarray:
+    """Indices of ``texts`` longest first (by characters; ties keep input order).
+
+    Batches cut from this order hold texts of similar length, so padding them to their longest
+    wastes little work (character length follows token length closely enough for that).
+    """
+    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    return np.argsort(-lengths, kind="stable")
+
+
 def embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:
-    """Embed ``texts`` ``batch_size`` at a time (calling ``progress(done, total)``); float32, L2-normalised rows."""
-    parts = []
+    """Embed ``texts`` ``batch_size`` at a time in length order; float32, L2-normalised rows in input order.
+
+    The batches are cut from :func:`length_order` (each holds texts of similar length, so
+    padding costs little), and ``progress(done, total)`` is called after each. A row does not
+    depend on which batch it ran in.
+    """
+    out: list[np.ndarray] = []
+
+    def put(rows: np.ndarray, vectors: np.ndarray) -> None:
+        if not out:
+            out.append(np.empty((len(texts), vectors.shape[1]), dtype=np.float32))
+        out[0][rows] = vectors
+
+    _embed_in_length_order(encoder, texts, batch_size, progress, put)
+    return out[0] if out else np.zeros((0, 0), dtype=np.float32)
+
+
+def embed_into(spool: VectorSpool, encoder: EncoderLike, texts: Sequence[str], batch_size: int,
+               progress: Progress | None) -> VectorSpool:
+    """:func:`embed_batches` writing the rows into ``spool`` instead of memory (a build of any size
+    holds one batch of vectors at a time); returns ``spool``."""
+    _embed_in_length_order(encoder, texts, batch_size, progress, spool.put)
+    return spool
+
+
+def _embed_in_length_order(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None,
+                           put: Callable[[np.ndarray, np.ndarray], None]) -> None:
+    order = length_order(texts)
     for lo in range(0, len(texts), batch_size):
-        parts.append(embed(encoder, texts[lo : lo + batch_size]))
+        rows = order[lo : lo + batch_size]
+        vectors = embed(encoder, [texts[int(i)] for i in rows])
+        put(rows, normalize_rows(vectors).astype(np.float32, copy=False))
         if progress:
             progress(min(lo + batch_size, len(texts)), len(texts))
-    return normalize_rows(np.concatenate(parts).astype(np.float32)).astype(np.float32)
 
 
 def finite(value: Any) -> Any:

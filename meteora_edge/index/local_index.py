@@ -33,7 +33,7 @@ from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analy
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .bundle_record import bundle_record
-from .chunk_records import Progress, chunk_records, embed_batches, finite, record_line
+from .chunk_records import Progress, chunk_records, embed_batches, embed_into, finite, record_line
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
 from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, parse_strict_json
@@ -41,6 +41,7 @@ from .chunking import count_words
 from .generations import GenerationWriter, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy
+from .vector_spool import VectorSpool, spool_folder
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..models.vectors import top_k_indices
@@ -174,31 +175,33 @@ class LocalIndex:
         if not lines:
             raise InputError("the documents hold no text to index")
         record = bundle_record(bundle)
-        vectors = embed_batches(encoder, texts, batch_size, progress)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
-        bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
-        ann_bytes = None
-        if ann is not None:
-            entry = ann_entry(ann, len(vectors))
-            ann_bytes = build_ann(vectors, entry)
-        manifest = {
-            "format": INDEX_FORMAT,
-            "format_version": INDEX_FORMAT_VERSION,
-            "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
-                        **({"bundle": record} if record else {})},
-            "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
-            "analyzer": analyzer.record(),
-            "created": _now(),
-            "last_write": {"op": "build", "chunks": len(lines)},
-            **({"ann": entry} if ann is not None else {}),
-        }
-        with writer_lock(target, create=True, timeout=wait):
-            if target_state(target) == "index" and not overwrite:  # another build got there first
-                raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
-            with new_generation(target) as writer:
-                _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
-            return cls.load(target, encoder=encoder, verify=False)
+        # the vectors go to a temporary file as they are computed, so memory does not grow with the corpus
+        with VectorSpool(len(lines), spool_folder(target), where=target) as vectors:
+            embed_into(vectors, encoder, texts, batch_size, progress)
+            bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
+            ann_bytes = None
+            if ann is not None:
+                entry = ann_entry(ann, len(lines))
+                ann_bytes = build_ann(vectors.array(), entry)
+            manifest = {
+                "format": INDEX_FORMAT,
+                "format_version": INDEX_FORMAT_VERSION,
+                "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
+                            **({"bundle": record} if record else {})},
+                "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
+                "analyzer": analyzer.record(),
+                "created": _now(),
+                "last_write": {"op": "build", "chunks": len(lines)},
+                **({"ann": entry} if ann is not None else {}),
+            }
+            with writer_lock(target, create=True, timeout=wait):
+                if target_state(target) == "index" and not overwrite:  # another build got there first
+                    raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
+                with new_generation(target) as writer:
+                    _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
+                return cls.load(target, encoder=encoder, verify=False)
 
     def add(
         self,
@@ -391,14 +394,18 @@ class LocalIndex:
 def _write(
     writer: GenerationWriter,
     manifest: dict[str, Any],
-    vectors: np.ndarray,
+    vectors: np.ndarray | VectorSpool,
     lines: list[bytes],
     base: LocalIndex | None,
     bm25: BM25Index,
     ann_bytes: bytes | None,
 ) -> None:
     """Write one generation: the base version's chunks (if any) followed by ``lines`` (and the ANN structure)."""
-    writer.write_array("vectors.npy", vectors)
+    if isinstance(vectors, VectorSpool):
+        with writer.stream("vectors.npy") as out:
+            vectors.write_npy(out)
+    else:
+        writer.write_array("vectors.npy", vectors)
     with writer.stream("chunks.jsonl") as out:
         old = base._copy_records(out) if base is not None else np.zeros(0, dtype=np.int64)
         new = []

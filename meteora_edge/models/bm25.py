@@ -15,6 +15,7 @@ business. :meth:`BM25Index.from_texts` analyses documents and remembers the anal
 from __future__ import annotations
 
 import json
+from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from pathlib import Path
@@ -111,10 +112,8 @@ class BM25Index:
     def extend(self, token_lists: Iterable[Sequence[str]]) -> BM25Index:
         """A new index holding this one's documents followed by ``token_lists``."""
         vocab = dict(self.vocab)
-        terms: list[int] = []
-        docs: list[int] = []
-        freqs: list[int] = []
-        lengths: list[int] = []
+        # typed buffers, not lists of ints: 12 bytes a posting instead of about 100 (a 1M-chunk build)
+        terms, docs, freqs, lengths = array("q"), array("i"), array("i"), array("i")
         for doc, tokens in enumerate(token_lists, start=self.n_docs):
             lengths.append(len(tokens))
             for term, count in Counter(tokens).items():
@@ -122,10 +121,13 @@ class BM25Index:
                 docs.append(doc)
                 freqs.append(count)
         old_terms = np.repeat(np.arange(len(self.vocab), dtype=np.int64), np.diff(self.term_ptr))
-        all_terms = np.concatenate([old_terms, np.asarray(terms, dtype=np.int64)])
-        all_docs = np.concatenate([self.doc_ids, np.asarray(docs, dtype=np.int32)])
-        all_tf = np.concatenate([self.tf, np.asarray(freqs, dtype=np.int32)])
-        order = np.lexsort((all_docs, all_terms))
+        all_terms = np.concatenate([old_terms, np.frombuffer(terms, dtype=np.int64)])
+        all_docs = np.concatenate([self.doc_ids, np.frombuffer(docs, dtype=np.int32)])
+        all_tf = np.concatenate([self.tf, np.frombuffer(freqs, dtype=np.int32)])
+        del terms, docs, freqs
+        # documents come in ascending order (the old ones first), so a stable sort by term alone
+        # orders the postings by (term, document)
+        order = np.argsort(all_terms, kind="stable")
         counts = np.bincount(all_terms, minlength=len(vocab))
         term_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
         return BM25Index(
@@ -133,7 +135,7 @@ class BM25Index:
             term_ptr,
             all_docs[order].astype(np.int32),
             all_tf[order].astype(np.int32),
-            np.concatenate([self.doc_len, np.asarray(lengths, dtype=np.int32)]),
+            np.concatenate([self.doc_len, np.frombuffer(lengths, dtype=np.int32)]),
             k1=self.k1,
             b=self.b,
             epsilon=self.epsilon,

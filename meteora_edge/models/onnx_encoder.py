@@ -25,6 +25,7 @@ import logging
 import os
 import threading
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any, Union
 
@@ -90,6 +91,14 @@ class OnnxEncoder:
             [-1, 1] (a bundle records it as the ``cosine_tau`` setting; default 0.4, set for MiniLM).
         analyzer: the lexical analyser queries get with this encoder when no index says
             otherwise (a bundle records it as the ``analyzer`` setting; default ``english``).
+        isolate_texts: run every text alone (no padding, no batch neighbours). A graph that
+            quantises its activations per tensor at run time (the int8 variants) picks one
+            scale for the whole batch, so a text's vector would depend on the texts it ran
+            with (cosine about 0.99 to itself alone); isolated, it is the same vector however
+            the texts are batched. :meth:`from_bundle` sets it for such variants.
+        sessions: onnxruntime sessions (each with ``threads`` intra-op threads) that run batches
+            at the same time; more than one helps index builds on cores shared with other
+            work, and costs a copy of the model's weights per session.
 
     Raises:
         ConfigError: an option is out of range.
@@ -116,6 +125,8 @@ class OnnxEncoder:
         lazy: bool = False,
         cosine_tau: float = DEFAULT_COSINE_TAU,
         analyzer: Analyzer = DEFAULT_ANALYZER,
+        isolate_texts: bool = False,
+        sessions: int = 1,
     ) -> None:
         if isinstance(cosine_tau, bool) or not isinstance(cosine_tau, (int, float)) or not -1.0 <= cosine_tau <= 1.0:
             raise ConfigError(f"cosine_tau must be a number in [-1, 1] (a cosine), got {cosine_tau!r}")
@@ -127,6 +138,8 @@ class OnnxEncoder:
         self.batch_size = _positive_int("batch_size", batch_size)
         self.max_batch_tokens = _positive_int("max_batch_tokens", max_batch_tokens)
         self.threads = _positive_int("threads", threads)
+        self.sessions = _positive_int("sessions", sessions)
+        self.isolate_texts = bool(isolate_texts)
         if pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.pooling = pooling
@@ -144,6 +157,7 @@ class OnnxEncoder:
         self._identity = identity
         self._load_lock = threading.Lock()
         self._session: Any = None
+        self._more_sessions: list[Any] = []
         self._tokenizer: Any = None
         self._output = ""
         self._expected_dimension = dimension
@@ -159,6 +173,8 @@ class OnnxEncoder:
                 return
             tokenizer = load_tokenizer(self.tokenizer_path, max_length=self.max_length)
             session = create_session(self.model_path, threads=self.threads)
+            self._more_sessions = [create_session(self.model_path, threads=self.threads)
+                                   for _ in range(self.sessions - 1)]
             outputs = session.get_outputs()
             spec = next((o for o in outputs if o.name == "last_hidden_state"), outputs[0])
             self._tokenizer, self._output = tokenizer, spec.name
@@ -197,6 +213,7 @@ class OnnxEncoder:
         batch_size: int = 8,
         component: str = "encoder",
         cache: CacheSetting = None,
+        sessions: int = 1,
     ) -> OnnxEncoder:
         """Load the encoder of a bundle after checking its files' sizes and hashes.
 
@@ -212,6 +229,10 @@ class OnnxEncoder:
                 the library writes nothing derived from your texts unless asked. ``True``: the
                 default cache (``METEORA_EDGE_CACHE``, else the user cache folder; ``off``
                 disables it). ``False``: none. A folder, or an :class:`EmbeddingCache`.
+            sessions: onnxruntime sessions running batches at once (see :class:`OnnxEncoder`).
+
+        A variant whose manifest record says its activations are quantised per tensor at run
+        time runs each text alone (``isolate_texts``), so its vectors do not depend on batching.
 
         Raises:
             ConfigError: an unknown precision or cache setting.
@@ -245,7 +266,9 @@ class OnnxEncoder:
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
         identity = f"onnx:{source}:{comp.files[chosen].sha256[:12]}:{chosen}"
-        key = _cache_key(comp.files[chosen].sha256, comp.files["tokenizer"].sha256, settings)
+        isolated = _dynamic_activations(comp.settings, chosen)
+        key = _cache_key(comp.files[chosen].sha256, comp.files["tokenizer"].sha256,
+                         {**settings, **({"isolated": True} if isolated else {})})
         encoder = cls(
             model,
             tokenizer,
@@ -255,6 +278,8 @@ class OnnxEncoder:
             cache=_resolve_cache(cache),
             cache_key=key,
             lazy=True,
+            isolate_texts=isolated,
+            sessions=sessions,
             **settings,
             **calibration,
         )
@@ -275,7 +300,7 @@ class OnnxEncoder:
         tokenizer files' sha256, the settings that change a vector and the onnxruntime version."""
         if self._cache_key is None:
             settings = {"max_length": self.max_length, "pooling": self.pooling, "normalize": self.normalize,
-                        "pad_id": self.pad_id}
+                        "pad_id": self.pad_id, **({"isolated": True} if self.isolate_texts else {})}
             self._cache_key = _cache_key(sha256_file(self.model_path), sha256_file(self.tokenizer_path), settings)
         return self._cache_key
 
@@ -319,22 +344,34 @@ class OnnxEncoder:
         encodings = tokenize_batch(self._tokenizer, texts)  # once: the lengths order the batches
         lengths = [len(e.ids) for e in encodings]
         order = np.argsort(lengths, kind="stable")[::-1]
-        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        batches = []
         start = 0
         while start < len(texts):
             longest = lengths[order[start]]
-            size = max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
-            rows = order[start : start + size]
-            out[rows] = self._run([encodings[i] for i in rows])
+            size = 1 if self.isolate_texts else max(1, min(self.batch_size, self.max_batch_tokens // max(longest, 1)))
+            batches.append(order[start : start + size])
             start += size
+        out = np.empty((len(texts), self.dimension), dtype=np.float32)
+        sessions = [self._session, *self._more_sessions][: len(batches)]
+
+        def work(k: int) -> None:  # session k runs batches k, k + n, ... (longest first: the shares even out)
+            for rows in batches[k :: len(sessions)]:
+                out[rows] = self._run([encodings[i] for i in rows], sessions[k])
+
+        if len(sessions) == 1:
+            work(0)
+        else:
+            with ThreadPoolExecutor(len(sessions), thread_name_prefix="meteora-edge-encoder") as pool:
+                list(pool.map(work, range(len(sessions))))  # onnxruntime runs without the GIL
         return out
 
-    def _run(self, batch: list[Any]) -> np.ndarray:
-        """Embed one batch of tokenizer encodings."""
+    def _run(self, batch: list[Any], session: Any = None) -> np.ndarray:
+        """Embed one batch of tokenizer encodings (on ``session``, by default the first)."""
+        session = session or self._session
         ids, mask = pad_encodings(batch, pad_id=self.pad_id)
-        feed = feed_for(self._session, {"input_ids": ids, "attention_mask": mask})
+        feed = feed_for(session, {"input_ids": ids, "attention_mask": mask})
         try:
-            hidden = self._session.run([self._output], feed)[0]
+            hidden = session.run([self._output], feed)[0]
         except Exception as exc:  # onnxruntime raises its own pybind exception types
             raise ModelError(f"onnxruntime failed on {self.model_path.name}: {str(exc)[:300]}") from None
         vectors = pool(np.asarray(hidden, dtype=np.float32), mask, self.pooling)
@@ -343,7 +380,7 @@ class OnnxEncoder:
     def __repr__(self) -> str:
         return (
             f"OnnxEncoder({self.model_path.name!r}, dimension={self.dimension}, max_length={self.max_length}, "
-            f"pooling={self.pooling!r}, threads={self.threads}, batch_size={self.batch_size}, "
+            f"pooling={self.pooling!r}, threads={self.threads}, sessions={self.sessions}, batch_size={self.batch_size}, "
             f"cache={str(self.cache.path) if self.cache else None!r})"
         )
 
@@ -354,8 +391,19 @@ def _cache_key(model_sha256: str, tokenizer_sha256: str, settings: Mapping[str, 
     parts = {
         "model": model_sha256, "tokenizer": tokenizer_sha256, "onnxruntime": onnxruntime_version(),
         **{k: settings.get(k) for k in ("max_length", "pooling", "normalize", "pad_id")},
+        **({"isolated": True} if settings.get("isolated") else {}),  # one text a run: other vectors than batched
     }
     return "onnx-" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
+
+
+def _dynamic_activations(settings: Mapping[str, Any], variant: str) -> bool:
+    """Whether ``variant`` quantises activations at run time, one scale per tensor (so per batch):
+    what its manifest record says, else what every int8 variant exported so far does."""
+    record = (settings.get("quantization") or {}).get(variant)
+    if isinstance(record, Mapping) and isinstance(record.get("activations"), str):
+        said = record["activations"]
+        return "run time" in said and "per tensor" in said
+    return variant != "fp32"
 
 
 def _resolve_cache(setting: CacheSetting) -> EmbeddingCache | None:
@@ -400,6 +448,7 @@ def load_encoder(
     precision: str = "auto",
     cache: CacheSetting = None,
     index_encoder: str | None = None,
+    sessions: int = 1,
 ) -> EncoderLike:
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
@@ -407,7 +456,7 @@ def load_encoder(
 
     Args:
         bundle: the bundle folder, or None for the hashing encoder.
-        threads, precision, cache: see :meth:`OnnxEncoder.from_bundle`.
+        threads, precision, cache, sessions: see :meth:`OnnxEncoder.from_bundle`.
         index_encoder: the encoder id an index recorded (``onnx:…:int8``); with
             ``precision="auto"`` the variant it names is run when the bundle has it (and the
             reason says so when it differs from the CPU's choice), so an index built on
@@ -424,7 +473,7 @@ def load_encoder(
     files = loaded.components["encoder"].files
     variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
     if variant not in VARIANTS or variant not in files or variant == choose_precision(files)[0]:
-        return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache)
-    encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache)
+        return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache, sessions=sessions)
+    encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache, sessions=sessions)
     encoder.precision_choice = {"requested": "auto", "precision": variant, "reason": "the index was built with it"}
     return encoder

@@ -20,20 +20,26 @@ TABLE = {
 TEXTS = list(TABLE)
 
 
+# longest first, ties in input order: three (5 chars), four, five (4), one, two (3)
+BY_LENGTH = ["three", "four", "five", "one", "two"]
+
+
 @pytest.mark.parametrize(("batch_size", "batches", "calls"), [
-    (2, [["one", "two"], ["three", "four"], ["five"]], [(2, 5), (4, 5), (5, 5)]),
-    (5, [TEXTS], [(5, 5)]),
-    (64, [TEXTS], [(5, 5)]),
-    (1, [[t] for t in TEXTS], [(i, 5) for i in range(1, 6)]),
+    (2, [["three", "four"], ["five", "one"], ["two"]], [(2, 5), (4, 5), (5, 5)]),
+    (5, [BY_LENGTH], [(5, 5)]),
+    (64, [BY_LENGTH], [(5, 5)]),
+    (1, [[t] for t in BY_LENGTH], [(i, 5) for i in range(1, 6)]),
 ])
 def test_batches_and_progress_counts(table_encoder, batch_size, batches, calls):
-    """The encoder sees consecutive batches of batch_size texts; progress gets (texts done, total) after each."""
+    """The encoder sees batches of batch_size texts cut from the length order (so a batch pads
+    little); progress gets (texts done, total) after each; the rows come back in input order."""
     encoder = table_encoder(TABLE)
     seen = []
     vectors = embed_batches(encoder, TEXTS, batch_size, lambda done, total: seen.append((done, total)))
     assert encoder.calls == batches
     assert seen == calls
     assert vectors.shape == (5, 3)
+    np.testing.assert_array_equal(vectors, normalize_rows(np.asarray([TABLE[t] for t in TEXTS], dtype=np.float32)))
 
 
 def test_without_progress_nothing_is_reported(table_encoder):
@@ -76,3 +82,24 @@ def test_a_bad_batch_from_the_encoder_is_refused(table_encoder):
 
     with pytest.raises(ModelError, match=r"encoder returned shape \(1, 3\) for 2 texts; expected \(2, dim\)"):
         embed_batches(short, TEXTS, 2, None)
+
+
+@pytest.mark.parametrize("batch_size", [1, 2, 64])
+def test_the_spool_gets_the_same_rows_and_writes_the_npy_np_save_would(table_encoder, tmp_path, batch_size):
+    """embed_into writes each row at its chunk id in a temporary file; copied out, the bytes are
+    exactly np.save of what embed_batches returns (the build streams vectors instead of holding them)."""
+    import io
+
+    from meteora_edge.index.chunk_records import embed_into
+    from meteora_edge.index.vector_spool import VectorSpool
+
+    expected = embed_batches(table_encoder(TABLE), TEXTS, batch_size, None)
+    with VectorSpool(len(TEXTS), tmp_path) as spool:
+        embed_into(spool, table_encoder(TABLE), TEXTS, batch_size, None)
+        assert spool.shape == (5, 3)
+        assert spool.array().tobytes() == expected.tobytes()
+        written, reference = io.BytesIO(), io.BytesIO()
+        spool.write_npy(written)
+        np.save(reference, expected, allow_pickle=False)
+        assert written.getvalue() == reference.getvalue()
+        assert list(tmp_path.iterdir()) == []  # unnamed: nothing to clean up, even after a crash

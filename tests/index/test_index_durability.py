@@ -286,7 +286,9 @@ def test_a_full_disk_fails_a_first_build_and_leaves_no_index(tmp_path, small_tmp
     root = small_tmpfs / "ix"
     _one_line_error(_cli("index", "build", str(_big_input(tmp_path)), "--out", str(root)), "No space left on device")
     assert _state(root) is None
-    assert sorted(p.name for p in root.iterdir()) == [".writer.lock"]  # the lock stays; the folder counts as free
+    # the vectors are spooled before the writer lock is taken: a disk too small for them fails the
+    # build before the folder is made; a later failure leaves only the lock (the folder counts as free)
+    assert not root.exists() or sorted(p.name for p in root.iterdir()) == [".writer.lock"]
     assert len(LocalIndex.build(root, BASE, HashingEncoder())) == len(BASE)
 
 

@@ -1,0 +1,99 @@
+"""A build's vectors on disk while they are computed, so memory stays flat however many chunks there are.
+
+:func:`~meteora_edge.index.chunk_records.embed_batches` embeds chunks in length order and puts
+each batch's rows at their chunk ids; a :class:`VectorSpool` writes them into an unnamed
+temporary file (gone when closed or when the process dies, so nothing half-written is left)
+and later copies them, as a ``.npy`` file, into the index generation.
+"""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Any, BinaryIO
+
+import numpy as np
+
+from ..errors import LocalIndexError
+
+__all__ = ["VectorSpool", "spool_folder"]
+
+_BLOCK_ROWS = 4096  # rows copied per read: 6 MB at 384 dimensions
+
+
+def spool_folder(target: Path) -> Path:
+    """The nearest existing folder at or above ``target`` (the disk the index goes to)."""
+    folder = target.absolute()
+    while not folder.is_dir():
+        folder = folder.parent
+    return folder
+
+
+class VectorSpool:
+    """``count`` float32 rows, written by row number into a temporary file.
+
+    Args:
+        count: how many rows the spool holds.
+        folder: where the temporary file goes (falls back to the system's temporary folder when
+            it cannot be created there).
+        where: the index being built, for error messages.
+
+    Raises:
+        LocalIndexError: the file cannot be written (a full disk): the index is unchanged.
+    """
+
+    def __init__(self, count: int, folder: Path | None = None, *, where: object = "") -> None:
+        self.count = count
+        self.where = where
+        self.dimension: int | None = None
+        self._file: BinaryIO
+        try:
+            self._file = tempfile.TemporaryFile(dir=folder, prefix=".vectors-")
+        except OSError:
+            self._file = tempfile.TemporaryFile(prefix="meteora-edge-vectors-")
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return (self.count, self.dimension or 0)
+
+    def put(self, rows: np.ndarray, vectors: np.ndarray) -> None:
+        """Write ``vectors[j]`` as row ``rows[j]`` (float32)."""
+        vectors = np.ascontiguousarray(vectors, dtype="<f4")
+        try:
+            if self.dimension is None:
+                self.dimension = int(vectors.shape[1])
+                self._file.truncate(self.count * self.dimension * 4)
+            row_bytes = self.dimension * 4
+            fd = self._file.fileno()
+            for row, vector in zip(rows.tolist(), vectors):
+                os.pwrite(fd, vector.tobytes(), row * row_bytes)
+        except OSError as exc:
+            raise LocalIndexError(f"cannot write the index at {self.where}: {exc.strerror or exc} (while spooling "
+                                  "its vectors to a temporary file); the index there is unchanged") from None
+
+    def rows(self, lo: int, hi: int) -> np.ndarray:
+        """Rows ``lo`` to ``hi`` (exclusive), read into memory."""
+        width = (self.dimension or 0) * 4
+        data = os.pread(self._file.fileno(), (hi - lo) * width, lo * width)
+        return np.frombuffer(data, dtype="<f4").reshape(hi - lo, self.dimension or 0)
+
+    def array(self) -> np.ndarray:
+        """All rows in memory (for the ANN structure, which needs them at once)."""
+        return self.rows(0, self.count).copy()
+
+    def write_npy(self, out: Any) -> None:
+        """Write the rows to ``out`` (anything with ``.write``) as a ``.npy`` file, a block at a time."""
+        header = {"descr": "<f4", "fortran_order": False, "shape": self.shape}
+        np.lib.format.write_array_header_1_0(out, header)
+        for lo in range(0, self.count, _BLOCK_ROWS):
+            out.write(self.rows(lo, min(lo + _BLOCK_ROWS, self.count)).tobytes())
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> VectorSpool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
