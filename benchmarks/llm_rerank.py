@@ -52,6 +52,7 @@ def main() -> None:
     parser.add_argument("--threads", type=int, default=2, help="the GGUF model's threads")
     parser.add_argument("--context-size", type=int, default=4096)
     parser.add_argument("--limit", type=int, default=15, help="questions per dev set")
+    parser.add_argument("--each", action="store_true", help="also print every question's times as it finishes")
     args = parser.parse_args()
 
     from meteora_edge import LocalLLM
@@ -80,6 +81,10 @@ def main() -> None:
             for p in order:
                 chosen = methods[p](question)
                 f1[p].append(precision_recall_f1(chosen, question.gold).f1)
+            if args.each:
+                seconds = [scorers[p].seconds[-1] * 1000 for p in PATHS]
+                print(f"  {name} question {number + 1}: {seconds[0]:.0f} ms vs {seconds[1]:.0f} ms "
+                      f"({seconds[0] / seconds[1]:.2f}x), F1 {f1[PATHS[0]][-1]:.3f} vs {f1[PATHS[1]][-1]:.3f}", flush=True)
         old, new = (np.array(scorers[p].seconds) * 1000 for p in PATHS)
         gaps = [float(np.abs(a - b).max()) for a, b in zip(*(scorers[p].scores for p in PATHS)) if len(a)]
         same_top = np.mean([int(np.argmax(a) == np.argmax(b)) for a, b in zip(*(scorers[p].scores for p in PATHS)) if len(a)])
