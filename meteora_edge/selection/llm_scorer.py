@@ -7,12 +7,13 @@ answer's first token, ``log P(Yes) − log P(No)``, read in one forward pass. Th
 comes first and stays token-identical for every passage of a query, so llama.cpp evaluates
 it once; each passage then costs only its own tokens and the short question after it.
 
-With a llama-cpp-python model the passages of one call are scored together (``batched``,
-the default): the shared prefix is evaluated once and every passage's tokens run in one
-batch, each in its own llama.cpp sequence (:class:`~meteora_edge.models.llm_branches.BranchEvaluator`),
-instead of one llama.cpp call per passage. The prompts are the same; the scores agree with
-``batched=False`` up to float rounding (measured: docs/llm-rerank-speed.md). Other stand-ins
-for ``llama_cpp.Llama`` (test fakes) are scored one passage at a time.
+With ``batched=True`` and a llama-cpp-python model the passages of one call are scored
+together: the shared prefix is evaluated once and every passage's tokens run in one batch,
+each in its own llama.cpp sequence (:class:`~meteora_edge.models.llm_branches.BranchEvaluator`),
+instead of one llama.cpp call per passage. The prompts are the same; float rounding over the
+other batch shapes moves the scores a little. It is off by default: on a 2-core AVX2 CPU it
+was not measurably faster (docs/llm-rerank-speed.md). Other stand-ins for ``llama_cpp.Llama``
+(test fakes) are always scored one passage at a time.
 
 Used by the pipeline's LLM rerank (``PipelineConfig.llm_pool``): the scores of ECSE's best
 candidates join their ECSE scores (both standardised over those candidates). Judging one
@@ -57,7 +58,7 @@ class LlamaRelevanceScorer:
         domain: optional subject named in the system prompt.
         max_passage_chars: a longer passage is cut to this many characters before it is judged.
         batched: score a call's passages in shared llama.cpp batches (see the module doc);
-            ``False`` is the one-call-per-passage path.
+            ``False`` (the default) makes one llama.cpp call per passage.
 
     Raises:
         ConfigError: an option out of range.
@@ -69,7 +70,7 @@ class LlamaRelevanceScorer:
         *,
         domain: str | None = None,
         max_passage_chars: int = 2000,
-        batched: bool = True,
+        batched: bool = False,
     ) -> None:
         if not isinstance(max_passage_chars, int) or isinstance(max_passage_chars, bool) or max_passage_chars < 1:
             raise ConfigError(f"max_passage_chars must be a positive integer, got {max_passage_chars!r}")

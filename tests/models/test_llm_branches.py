@@ -42,19 +42,19 @@ def llm() -> LocalLLM:
 
 @pytest.fixture(scope="module")
 def sequential(llm) -> np.ndarray:
-    return LlamaRelevanceScorer(llm, batched=False).score(QUESTION, PASSAGES)
+    return LlamaRelevanceScorer(llm).score(QUESTION, PASSAGES)
 
 
 def test_one_sequence_at_a_time_reproduces_one_call_per_passage(llm, sequential):
     """Same evaluations as the old path (prefix once, then each passage alone): the same numbers."""
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=llm.context_size, sequences=1)
     assert np.allclose(scorer.score(QUESTION, PASSAGES), sequential, atol=1e-4)
     assert scorer.last_evaluations == 1 + len(PASSAGES)
 
 
 def test_batched_scores_stay_within_the_bound_and_keep_the_ranking(llm, sequential):
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     batched = scorer.score(QUESTION, PASSAGES)
     assert scorer.last_evaluations == 2  # the shared prefix, then all five passages in one batch
     assert np.abs(batched - sequential).max() < TOLERANCE
@@ -65,7 +65,7 @@ def test_batched_scores_stay_within_the_bound_and_keep_the_ranking(llm, sequenti
 
 def test_a_passage_never_sees_the_others_in_its_batch(llm):
     """Attention is masked by sequence: changing the first passage leaves the second's score exactly as it was."""
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     changed = PASSAGES[0].replace("ninety (90)", "thirty (30)")
     first = scorer.score(QUESTION, [PASSAGES[0], PASSAGES[1]])
     second = scorer.score(QUESTION, [changed, PASSAGES[1]])
@@ -75,7 +75,7 @@ def test_a_passage_never_sees_the_others_in_its_batch(llm):
 @pytest.mark.parametrize("sequences, batch_size", [(2, 512), (16, 16)])
 def test_rounds_and_split_batches_give_the_same_scores(llm, sequential, sequences, batch_size):
     """Fewer sequences than passages: rounds over one cached prefix; small batches: a passage spans evaluations."""
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=llm.context_size, sequences=sequences,
                                         batch_size=batch_size)
     scores = scorer.score(QUESTION, PASSAGES)
@@ -86,7 +86,7 @@ def test_rounds_and_split_batches_give_the_same_scores(llm, sequential, sequence
 def test_a_cache_that_holds_only_some_passages_scores_them_in_rounds(llm, sequential):
     prompts = [llm.chat_tokens(LlamaRelevanceScorer(llm).messages(QUESTION, p)) for p in PASSAGES]
     longest = max(len(p) for p in prompts)
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=longest + 8)
     assert np.abs(scorer.score(QUESTION, PASSAGES) - sequential).max() < TOLERANCE
 
@@ -95,13 +95,13 @@ def test_the_main_context_and_its_cached_prompt_are_left_alone(llm):
     tokens = llm.chat_tokens(LlamaRelevanceScorer(llm).messages("What is owed?", "Fees are due monthly."))
     llm.complete(tokens, max_tokens=1)
     cached = llm.llama.n_tokens
-    LlamaRelevanceScorer(llm).score(QUESTION, PASSAGES)
+    LlamaRelevanceScorer(llm, batched=True).score(QUESTION, PASSAGES)
     assert llm.llama.n_tokens == cached
     assert llm.complete(tokens, max_tokens=1).reused_tokens == len(tokens) - 1
 
 
 def test_a_prompt_longer_than_the_context_is_a_clear_error(llm):
-    scorer = LlamaRelevanceScorer(llm)
+    scorer = LlamaRelevanceScorer(llm, batched=True)
     scorer._evaluator = evaluator = BranchEvaluator(llm.llama, context_size=32)  # llama.cpp rounds the cache up
     too_long = " ".join(["notice"] * evaluator.context_size)
     with pytest.raises(ModelError, match=f"exceeds the model context of {evaluator.context_size} tokens"):
@@ -119,6 +119,7 @@ def test_evaluator_options_are_checked(llm):
     with pytest.raises(ModelError, match="a branch has no tokens"):
         BranchEvaluator(llm.llama, context_size=64).logits([1, 2], [[3], []])
     assert supports_branches(llm.llama) and not supports_branches(FakeLlama())
+    assert LlamaRelevanceScorer(llm).batched is False  # the default stays one call per passage (see the docs page)
 
 
 def test_garbage_logits_are_a_model_error_not_a_nan_score():
