@@ -158,6 +158,11 @@ class LocalLLM:
         self.context_size = int(llama.n_ctx())
         self._formatter: Any = None
 
+    @property
+    def llama(self) -> Any:
+        """The wrapped ``llama_cpp.Llama`` (or stand-in), e.g. for a second context on its weights."""
+        return self._llama
+
     def _resolve_format(self, chat_format: str | None) -> str:
         if chat_format is None:
             return "gguf" if self.gguf_template else "plain"

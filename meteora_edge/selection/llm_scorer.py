@@ -7,6 +7,14 @@ answer's first token, ``log P(Yes) − log P(No)``, read in one forward pass. Th
 comes first and stays token-identical for every passage of a query, so llama.cpp evaluates
 it once; each passage then costs only its own tokens and the short question after it.
 
+With ``batched=True`` and a llama-cpp-python model the passages of one call are scored
+together: the shared prefix is evaluated once and every passage's tokens run in one batch,
+each in its own llama.cpp sequence (:class:`~meteora_edge.models.llm_branches.BranchEvaluator`),
+instead of one llama.cpp call per passage. The prompts are the same; float rounding over the
+other batch shapes moves the scores a little. It is off by default: on a 2-core AVX2 CPU it
+was not measurably faster (docs/llm-rerank-speed.md). Other stand-ins for ``llama_cpp.Llama``
+(test fakes) are always scored one passage at a time.
+
 Used by the pipeline's LLM rerank (``PipelineConfig.llm_pool``): the scores of ECSE's best
 candidates join their ECSE scores (both standardised over those candidates). Judging one
 passage per prompt is deliberate: measured on the dev data, small models judge passages
@@ -27,7 +35,8 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from ..errors import ConfigError, InputError
+from ..errors import ConfigError, InputError, ModelError
+from ..models.llm_branches import BranchEvaluator, supports_branches
 from ..models.llm_model import DEFAULT_CONTEXT_SIZE, ChatMessage, LocalLLM, as_local_llm
 
 __all__ = ["LlamaRelevanceScorer"]
@@ -48,6 +57,8 @@ class LlamaRelevanceScorer:
             threads and context you want) or the path of a ``.gguf`` file (loaded with the defaults).
         domain: optional subject named in the system prompt.
         max_passage_chars: a longer passage is cut to this many characters before it is judged.
+        batched: score a call's passages in shared llama.cpp batches (see the module doc);
+            ``False`` (the default) makes one llama.cpp call per passage.
 
     Raises:
         ConfigError: an option out of range.
@@ -59,14 +70,20 @@ class LlamaRelevanceScorer:
         *,
         domain: str | None = None,
         max_passage_chars: int = 2000,
+        batched: bool = False,
     ) -> None:
         if not isinstance(max_passage_chars, int) or isinstance(max_passage_chars, bool) or max_passage_chars < 1:
             raise ConfigError(f"max_passage_chars must be a positive integer, got {max_passage_chars!r}")
+        if not isinstance(batched, bool):
+            raise ConfigError(f"batched must be True or False, got {batched!r}")
         self.model = as_local_llm(model, threads=1, context_size=DEFAULT_CONTEXT_SIZE, seed=0, chat_format=None)
         self.domain = domain
         self.max_passage_chars = max_passage_chars
+        self.batched = batched
         self.last_seconds = 0.0
+        self.last_evaluations = 0  # llama.cpp evaluations (batched) or calls (one per passage) of the last score
         self._answer_ids: tuple[int, int] | None = None
+        self._evaluator: BranchEvaluator | None = None
 
     def messages(self, query: str, passage: str) -> list[ChatMessage]:
         """The prompt for one passage: the question first (the shared prefix), the passage, the question asked."""
@@ -96,14 +113,50 @@ class LlamaRelevanceScorer:
             raise InputError("the relevance scorer needs a non-empty query")
         yes, no = self._answers()
         started = time.perf_counter()
-        out = np.zeros(len(passages), dtype=np.float64)
-        for i, passage in enumerate(passages):
-            tokens = self.model.chat_tokens(self.messages(query, self._clip(str(passage))))
-            logprob_yes, logprob_no = self.model.next_token_logprobs(tokens, (yes, no))
-            out[i] = logprob_yes - logprob_no
+        prompts = [self.model.chat_tokens(self.messages(query, self._clip(str(p)))) for p in passages]
+        evaluator = self._branch_evaluator() if prompts else None
+        if evaluator is None:
+            rows = [self.model.next_token_logprobs(tokens, (yes, no)) for tokens in prompts]
+            self.last_evaluations = len(prompts)
+        else:
+            shared = _shared_prefix(prompts)
+            logits = evaluator.logits(prompts[0][:shared], [tokens[shared:] for tokens in prompts])
+            rows = _log_softmax_at(logits, (yes, no)).tolist()
+            self.last_evaluations = evaluator.evaluations
+        out = np.asarray([row[0] - row[1] for row in rows], dtype=np.float64).reshape(len(prompts))
+        if not np.isfinite(out).all():
+            raise ModelError(f"{self.model.source or 'the language model'} gave non-finite Yes/No log-probabilities "
+                             "(a broken or mis-converted GGUF); re-convert or re-download the model")
         self.last_seconds = time.perf_counter() - started
-        logger.debug("scored %d passages in %.0f ms", len(passages), self.last_seconds * 1000)
+        logger.debug("scored %d passages in %.0f ms (%d llama.cpp evaluations)", len(passages),
+                     self.last_seconds * 1000, self.last_evaluations)
         return out
+
+    def _branch_evaluator(self) -> BranchEvaluator | None:
+        """The batched evaluator on the model's weights (made once), or None: not batched, or a stand-in model."""
+        if not self.batched or not supports_branches(self.model.llama):
+            return None
+        if self._evaluator is None:
+            self._evaluator = BranchEvaluator(self.model.llama, context_size=self.model.context_size)
+        return self._evaluator
 
     def __repr__(self) -> str:
         return f"LlamaRelevanceScorer(model={self.model!r})"
+
+
+def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:
+    """Tokens every prompt starts with, leaving each prompt at least one token of its own."""
+    shortest = min(len(p) for p in prompts)
+    first = prompts[0]
+    n = 0
+    while n < shortest - 1 and all(p[n] == first[n] for p in prompts):
+        n += 1
+    return n
+
+
+def _log_softmax_at(logits: np.ndarray, token_ids: Sequence[int]) -> np.ndarray:
+    """``log softmax(logits)`` of each row at ``token_ids`` (rows: prompts; columns: the vocabulary)."""
+    top = logits.max(axis=1, keepdims=True)
+    with np.errstate(over="ignore", invalid="ignore"):
+        log_total = top + np.log(np.exp(logits - top).sum(axis=1, keepdims=True))
+    return logits[:, list(token_ids)] - log_total
