@@ -29,7 +29,7 @@ class SelectorModel(BaseModel):
         bundle: a model bundle folder (its ONNX encoder, and its cross-encoder if any).
         encoder: an encoder object instead of a bundle's; neither: the hashing encoder.
         settings: pipeline settings by their ``PipelineConfig`` names (as ``select --chunks``).
-        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision:
+        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision, runtime, llm_rerank:
             see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
 
     Raises:
@@ -48,6 +48,8 @@ class SelectorModel(BaseModel):
     detail: str = "summary"
     threads: int = 1
     precision: str = "auto"
+    runtime: Optional[Any] = None
+    llm_rerank: bool = False
     _selector: DocumentSelector = PrivateAttr()
 
     def __init__(self, **data: Any) -> None:
@@ -55,7 +57,8 @@ class SelectorModel(BaseModel):
         self._selector = DocumentSelector(
             bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
             rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
-            detail=self.detail, threads=self.threads, precision=self.precision,
+            detail=self.detail, threads=self.threads, precision=self.precision, runtime=self.runtime,
+            llm_rerank=self.llm_rerank,
         )
 
     @property
