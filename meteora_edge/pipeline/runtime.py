@@ -54,7 +54,7 @@ def check_llm_bundle(bundle: Bundle | None, roles: Sequence[str]) -> None:
     """
     if not roles:
         return
-    need = f"{' and '.join(repr(r) for r in roles)} {'needs' if len(roles) == 1 else 'need'} a GGUF model"
+    need = {"verify": "LLM verification ('verify') needs a verifier"}.get(roles[0], f"'{roles[0]}' needs a GGUF model")
     if bundle is None:
         raise RequestError(f"{need}: give 'bundle' with an llm component; {NO_LLM_HOW}")
     if "llm" not in bundle.components:
@@ -119,7 +119,7 @@ class SelectRuntime:
         cls,
         bundle: str | os.PathLike[str] | Bundle | None = None,
         *,
-        tokenizer: str | None = None,
+        tokenizer: str | TokenCounter | None = None,
         threads: int = 1,
         precision: str = "auto",
         cache: Any = None,
@@ -135,7 +135,7 @@ class SelectRuntime:
 
         Args:
             bundle: a bundle folder or a loaded :class:`Bundle` (None: the hashing encoder, no other model).
-            tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`).
+            tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`), or a loaded one.
             threads, precision, cache, index_encoder: the ONNX encoder's settings (see :func:`load_encoder`).
             cross_encoder: load the bundle's cross-encoder (when it has one).
             llm, llm_threads, context_size: load the bundle's GGUF model, and how.
@@ -149,8 +149,8 @@ class SelectRuntime:
         from ..models.onnx_cross_encoder import load_cross_encoder
         from ..models.onnx_encoder import load_encoder
 
+        counter = tokenizer if isinstance(tokenizer, TokenCounter) else load_token_counter(tokenizer)
         loaded = load_bundle(bundle)
-        counter = load_token_counter(tokenizer)
         if llm:
             check_llm_bundle(loaded, ("llm",))
         encoder = load_encoder(loaded, threads=threads, precision=precision, cache=cache, index_encoder=index_encoder)
