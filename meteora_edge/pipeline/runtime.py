@@ -46,15 +46,20 @@ def load_bundle(bundle: str | os.PathLike[str] | Bundle | None) -> Bundle | None
     return Bundle.load(bundle)
 
 
-def check_llm_bundle(bundle: Bundle | None, roles: Sequence[str]) -> None:
+def check_llm_bundle(bundle: Bundle | None, roles: Sequence[str], *, need: str | None = None) -> None:
     """Refuse, before any model loads, roles (request keys) that have no GGUF model to run on.
+
+    Args:
+        bundle: the loaded bundle, or None.
+        roles: the request keys that need the model (nothing to check when empty).
+        need: what the message says needs the model (default: from the first role).
 
     Raises:
         RequestError: a role is asked for without a bundle, or the bundle has no llm component.
     """
     if not roles:
         return
-    need = {"verify": "LLM verification ('verify') needs a verifier"}.get(roles[0], f"'{roles[0]}' needs a GGUF model")
+    need = need or {"verify": "LLM verification ('verify') needs a verifier"}.get(roles[0], f"'{roles[0]}' needs a GGUF model")
     if bundle is None:
         raise RequestError(f"{need}: give 'bundle' with an llm component; {NO_LLM_HOW}")
     if "llm" not in bundle.components:
@@ -190,14 +195,24 @@ class SelectRuntime:
 
         return LlamaRelevanceScorer(self.llm)
 
-    def _generator(self, request: SelectRequest) -> Any:
+    def llm_roles(self) -> dict[str, Any]:
+        """Every role of the GGUF model with the runtime's defaults: ``generator``, ``verifier``,
+        ``batch_verifier`` and ``scorer`` (what ``eval``'s ``llm`` methods share).
+
+        Raises:
+            RequestError: the runtime has no GGUF model.
+        """
+        return {"generator": self._generator(None), "verifier": self._role("verifier", "verify"),
+                "batch_verifier": self._role("batch_verifier", "verify"), "scorer": self._role("scorer", "llm_rerank")}
+
+    def _generator(self, request: SelectRequest | None) -> Any:
         given = self._roles["generator"]
         if given is not None:
             return given
         if self.llm is None:
             raise RequestError(f"'generate_rationales' needs the GGUF model: {self.no_llm}")
-        prompt = request.rationale_prompt or self.rationale_prompt
-        count = request.num_rationales or self.num_rationales
+        prompt = (request and request.rationale_prompt) or self.rationale_prompt
+        count = (request and request.num_rationales) or self.num_rationales
         if prompt == "hops" and self.sample_shots is None:
             from ..selection.llm_hops import HopRationaleGenerator, load_hop_shots
 
