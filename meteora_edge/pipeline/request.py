@@ -172,8 +172,6 @@ class SelectRequest:
             raise RequestError("no rationale and no query; give 'query' or 'rationales'")
         if self.generate_rationales and (given or (strategy and strategy != "llm+auto")):
             raise RequestError("'generate_rationales' writes the rationales itself; drop 'rationales'")
-        if self.generate_rationales and not has_query:
-            raise RequestError("'generate_rationales' needs a non-empty 'query'")
         if (self.rationale_prompt or num) and not self.generate_rationales:
             raise RequestError("'rationale_prompt' and 'num_rationales' shape the generated rationales; "
                                "add 'generate_rationales'")
