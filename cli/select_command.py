@@ -20,16 +20,8 @@ from meteora_edge.pipeline.budget import load_token_counter
 from meteora_edge.pipeline.request import RATIONALE_PROMPTS, SelectRequest, reword
 from meteora_edge.pipeline.runtime import SelectRuntime, check_llm_bundle, load_bundle
 
-from .encoder_option import (
-    bundle_option,
-    cache_disabled,
-    cache_option,
-    context_size_option,
-    llm_threads_option,
-    precision_option,
-    threads_option,
-    tokenizer_option,
-)
+from .encoder_option import bundle_option, cache_disabled, cache_option, context_size_option, llm_threads_option
+from .encoder_option import precision_option, threads_option, tokenizer_option
 from .index_location import INDEX_HELP, check_encoder, index_bundle, open_index
 from .output import check_output_path, stdout_is_unicode
 from .select_inputs import CLI_NAMES, WINDOW_HELP, gather_rationales, split_strategy
