@@ -134,7 +134,11 @@ class SelectRuntime:
         llm_threads: int = 1,
         context_size: int | None = None,
         indexes: Mapping[str, Any] | None = None,
-        **defaults: Any,
+        num_rationales: int = 3,
+        rationale_prompt: str = "hops",
+        sample_shots: Sequence[Any] | None = None,
+        domain: str | None = None,
+        no_llm: str = f"give 'bundle' with an llm component; {NO_LLM_HOW}",
     ) -> SelectRuntime:
         """Read the bundle once and load its models, cheapest first.
 
@@ -144,8 +148,7 @@ class SelectRuntime:
             threads, precision, cache, index_encoder: the ONNX encoder's settings (see :func:`load_encoder`).
             cross_encoder: load the bundle's cross-encoder (when it has one).
             llm, llm_threads, context_size: load the bundle's GGUF model, and how.
-            indexes: as :class:`SelectRuntime`.
-            defaults: ``num_rationales``, ``rationale_prompt``, ``sample_shots``, ``domain``, ``no_llm``.
+            indexes, num_rationales, rationale_prompt, sample_shots, domain, no_llm: as :class:`SelectRuntime`.
 
         Raises:
             RequestError: ``llm`` without a GGUF model in the bundle.
@@ -166,7 +169,8 @@ class SelectRuntime:
 
             model = LocalLLM.from_bundle(loaded, threads=llm_threads, context_size=context_size)  # type: ignore[arg-type]
         return cls(encoder=encoder, cross_encoder=cross, token_counter=counter, llm=model, indexes=indexes,
-                   bundle=loaded, **defaults)
+                   num_rationales=num_rationales, rationale_prompt=rationale_prompt, sample_shots=sample_shots,
+                   domain=domain, bundle=loaded, no_llm=no_llm)
 
     # -- the GGUF model's roles ----------------------------------------------------------
 
