@@ -223,7 +223,7 @@ def request_from_json(data: Any) -> SelectRequest:
     if unknown:
         raise RequestError(f"unknown key(s) {', '.join(map(repr, unknown))}; the request takes "
                            f"{', '.join(REQUEST_KEYS)} and the pipeline settings {', '.join(SETTING_KEYS)}")
-    if isinstance(data.get("index"), str) is False and data.get("index") is not None:
+    if data.get("index") is not None and not isinstance(data["index"], str):
         raise RequestError(f"'index' must be the name of an index of the server, got {type(data['index']).__name__}")
     parts = {k: data[k] for k in REQUEST_KEYS if k in data and data[k] is not None}
     for key in ("generate_rationales", "verify", "llm_rerank"):
