@@ -13,7 +13,7 @@ from typing import Any
 import click
 
 from meteora_edge import __version__
-from meteora_edge.errors import InputError
+from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.evaluation import (
     BREAKDOWNS,
     LLM_METHODS,
@@ -39,10 +39,18 @@ from meteora_edge.evaluation import (
 from meteora_edge.fileio import write_text_atomic
 from meteora_edge.models.cpu_features import cpu_info
 from meteora_edge.pipeline.budget import load_token_counter
-from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, all_llm_roles, check_llm_bundle
+from meteora_edge.pipeline.request import RATIONALE_PROMPTS, reword
+from meteora_edge.pipeline.runtime import SelectRuntime, check_llm_bundle, load_bundle
 
-from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import (
+    bundle_option,
+    cache_disabled,
+    cache_option,
+    precision_option,
+    threads_option,
+)
 from .output import check_output_path
+from .select_inputs import CLI_NAMES
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
 DEFAULT_CORPUS_METHODS = ("topk-cosine:3", "bm25:3", "topk-hybrid:3", "pipeline")
@@ -109,14 +117,18 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
     questions = load_questions(data_path, level=level, limit=limit)
     specs = methods or DEFAULT_METHODS
     needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
-    check_llm_bundle(bundle, generate=needs_llm, verify=needs_llm)
-    base_encoder = encoder_from_options(bundle, threads, precision)
-    encoder = CachedEncoder(base_encoder)
-    counter = load_token_counter(tokenizer)
-    roles = None
-    if needs_llm:
-        loaded = all_llm_roles(bundle, threads=llm_threads, num_rationales=num_rationales, prompt=rationale_prompt)
-        roles = SharedLLMRoles(**loaded.__dict__)
+    try:
+        loaded = load_bundle(bundle)
+        check_llm_bundle(loaded, ("llm",) if needs_llm else (), need="methods with 'llm' in their name need a GGUF model")
+        counter = load_token_counter(tokenizer)
+        runtime = SelectRuntime.load(loaded, tokenizer=counter, threads=threads, precision=precision,
+                                     cache=not cache_disabled(), cross_encoder=False, llm=needs_llm,
+                                     llm_threads=llm_threads, num_rationales=num_rationales,
+                                     rationale_prompt=rationale_prompt)
+    except MeteoraError as exc:
+        raise reword(exc, CLI_NAMES) from None
+    encoder = CachedEncoder(runtime.encoder)
+    roles = SharedLLMRoles(**runtime.llm_roles()) if needs_llm else None
     built = {s: build_method(s, encoder, token_counter=counter, **({} if roles is None else roles.as_kwargs())) for s in specs}
     with _progress(len(questions) * len(built)) as progress:
         t0 = time.perf_counter()
@@ -155,8 +167,9 @@ def _eval_corpus(folder: str, *, split: str, index_path: str | None, chunk_size:
         corpus_method_config(spec)
     started = time.perf_counter()
     data = load_beir(folder, split=split, limit=limit)
-    encoder = encoder_from_options(bundle, threads, precision)
-    counter = load_token_counter(tokenizer)
+    runtime = SelectRuntime.load(bundle, tokenizer=tokenizer, threads=threads, precision=precision,
+                                 cache=not cache_disabled(), cross_encoder=False)
+    encoder, counter = runtime.encoder, runtime.token_counter
     t0 = time.perf_counter()
     with _opened_index(data, encoder, index_path, chunk_size) as (index, built):
         index_s = time.perf_counter() - t0

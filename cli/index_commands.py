@@ -11,15 +11,19 @@ import click
 
 from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
 from meteora_edge.index.content_hashes import unseen_documents
-from meteora_edge.errors import InputError
+from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
+from meteora_edge.pipeline.request import reword
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
 from .output import emit_json
 from .progress import progress_option, progress_reporter
+
+#: the library's names in LocalIndex.build's messages, as ``index build`` spells them
+BUILD_NAMES = {"add": "'index add'", "overwrite": "--overwrite"}
 
 
 def _read(inputs: Sequence[str], strict: bool, follow_links: bool) -> tuple[list[SourceDocument], int]:
@@ -120,9 +124,12 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
     started = time.monotonic()
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         if location is None:
-            built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                     batch_size=batch_size, overwrite=overwrite, progress=progress,
-                                     ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
+            try:
+                built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
+                                         batch_size=batch_size, overwrite=overwrite, progress=progress,
+                                         ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
+            except MeteoraError as exc:
+                raise reword(exc, BUILD_NAMES) from None
             where = out
         else:
             from meteora_edge.index.milvus_index import MilvusIndex

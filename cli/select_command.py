@@ -1,36 +1,30 @@
 """``select``: evidence selection over given chunks or a local index.
 
-Every input is checked before any model loads (files, output path, index, tokenizer, bundle),
-the models load in order of cost (encoder, cross-encoder, then the GGUF model), and the result
-is printed by :mod:`meteora_edge.cli.select_output`.
+The options become one :class:`~meteora_edge.pipeline.request.SelectRequest` (checked before
+any model loads, as are the files, output path, index, tokenizer and bundle), a
+:class:`~meteora_edge.pipeline.runtime.SelectRuntime` loads the bundle's models in order of cost
+(encoder, cross-encoder, then the GGUF model) and runs it, and the result is printed by
+:mod:`meteora_edge.cli.select_output`. The library's messages name the request's keys; the CLI
+puts its flags in their place (:data:`~meteora_edge.cli.select_inputs.CLI_NAMES`).
 """
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import click
 
-from meteora_edge.documents import check_unicode, document_texts
-from meteora_edge.errors import InputError
+from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.fileio import read_chunks_file, source_name, write_text_atomic
 from meteora_edge.pipeline.budget import load_token_counter
-from meteora_edge.pipeline.engine import EvidencePipeline
-from meteora_edge.pipeline.ladder import choose_rung
-from meteora_edge.selection.llm_roles import RATIONALE_PROMPTS, check_llm_bundle, llm_roles, llm_scorer
+from meteora_edge.pipeline.request import RATIONALE_PROMPTS, SelectRequest, reword
+from meteora_edge.pipeline.runtime import SelectRuntime, check_llm_bundle, load_bundle
 
-from .encoder_option import (
-    bundle_option,
-    cache_option,
-    context_size_option,
-    cross_encoder_from_options,
-    encoder_from_options,
-    llm_threads_option,
-    precision_option,
-    threads_option,
-    tokenizer_option,
-)
+from .encoder_option import bundle_option, cache_disabled, cache_option, context_size_option, llm_threads_option
+from .encoder_option import precision_option, threads_option, tokenizer_option
 from .index_location import INDEX_HELP, check_encoder, index_bundle, open_index
 from .output import check_output_path, stdout_is_unicode
-from .select_inputs import WINDOW_HELP, gather_rationales, pipeline_config, split_strategy
+from .select_inputs import CLI_NAMES, WINDOW_HELP, gather_rationales, split_strategy
 from .select_output import DETAILS, FORMATS, render
 
 HASHING_NOTE = ("note: no --bundle (or METEORA_EDGE_BUNDLE) given, so the hashing encoder is used: it matches words, "
@@ -177,67 +171,61 @@ def select(
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
         check_output_path(output)
-    if query:
-        check_unicode(query, "--query")
-    has_query = bool(query and query.strip())
-    if index_dir and not has_query:
+    if index_dir and not (query and query.strip()):
         raise InputError("--index needs a non-empty --query")
     chunks = read_chunks_file(chunks_file) if chunks_file else None
-    if chunks is not None:
-        document_texts(chunks)  # every chunk has a text, before anything loads
     rationale_files, strategy = split_strategy(rationale_files)
     rationales = gather_rationales(query, rationale_texts, rationale_files, use_query_as_rationale)
-    if strategy and (rationales or (generate_rationales and strategy != "llm+auto")):
+    if strategy and rationales:
         raise InputError(f"--rationales {strategy} writes the rationales from the query; drop the other rationale options")
-    if generate_rationales and rationales:
-        raise InputError("--generate-rationales writes the rationales itself; drop --rationale/--rationales")
-    if generate_rationales and not has_query:
-        raise InputError("--generate-rationales needs a non-empty --query")
-    if (sample_shots or domain) and not (generate_rationales or llm_verify or verification == "llm"):
-        raise InputError("--sample-shots and --domain shape the GGUF prompts; add --generate-rationales or --verify")
     llm_verify = llm_verify or verification == "llm"
-    if llm_verify and verification not in (None, "llm", "auto"):
-        raise InputError(f"--verify uses the LLM verifier; it conflicts with --verification {verification}")
-    verification = "llm" if llm_verify else verification
-    shots = None
-    if sample_shots:
-        from meteora_edge.selection.sample_shots import check_shots, load_sample_shots
+    if (sample_shots or domain) and not (generate_rationales or llm_verify):
+        raise InputError("--sample-shots and --domain shape the GGUF prompts; add --generate-rationales or --verify")
+    settings = {
+        "k_init": k_init, "scoring": scoring, "pooled_z": pooled_z, "use_ecse": not no_ecse,
+        "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
+        "tau_relevance": tau, "oversize": oversize, "verification_batch": verify_batch,
+        **{k: v for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None},
+    }
+    try:
+        request = SelectRequest(
+            query=query, chunks=chunks, rationales=rationales or strategy, detail=detail, settings=settings,
+            generate_rationales=generate_rationales, verify=llm_verify, llm_rerank=llm_rerank,
+            rationale_prompt=rationale_prompt if generate_rationales else None,
+            num_rationales=num_rationales if generate_rationales else None,
+            source=source_name(chunks_file) if chunks_file else None,
+        )
+        shots = None
+        if sample_shots:
+            from meteora_edge.selection.sample_shots import check_shots, load_sample_shots
 
-        shots = load_sample_shots(sample_shots)
-        check_shots(shots)
-    config = pipeline_config(
-        index_dir is not None, chunks=chunks, k_init=k_init, expansion_window=expansion_window, elbow_z=elbow_z, verification=verification,
-        tau=tau, n_min=n_min, theta=theta, t_max=t_max, oversize=oversize, no_ecse=no_ecse,
-        scoring=scoring, strategy=strategy, pooled_z=pooled_z, verification_batch=verify_batch,
-    )
-    counter = load_token_counter(tokenizer)
-    index = open_index(index_dir) if index_dir else None
-    if index is not None:
-        bundle = index_bundle(index, bundle, index_dir)  # type: ignore[arg-type]
-    check_llm_bundle(bundle, generate=generate_rationales, verify=llm_verify)
-    check_llm_bundle(bundle, generate=llm_rerank, verify=False, role="--llm-rerank needs a GGUF model")
+            shots = check_shots(load_sample_shots(sample_shots))
+        counter = load_token_counter(tokenizer)
+        index = open_index(index_dir) if index_dir else None
+        if index is not None:
+            bundle = index_bundle(index, bundle, index_dir)  # type: ignore[arg-type]
+        loaded = load_bundle(bundle)
+        check_llm_bundle(loaded, request.needs_llm)
 
-    # 2. models, cheapest first
-    if bundle is None:
-        click.echo(HASHING_NOTE, err=True)
-    encoder = encoder_from_options(bundle, threads, precision, index_encoder=index.encoder_id if index else None)
-    if index is not None:
-        check_encoder(index, encoder, index_dir)  # type: ignore[arg-type]
-    cross_encoder = cross_encoder_from_options(bundle, threads) if config.verification in ("auto", "cross-encoder") else None
-    choose_rung(config.verification, verifier=True if llm_verify else None, cross_encoder=cross_encoder)
-    generator, verifier = llm_roles(
-        bundle, generate=generate_rationales, verify=llm_verify, threads=llm_threads, context_size=context_size,
-        num_rationales=num_rationales, sample_shots=shots, domain=domain, batch=verify_batch or 1, prompt=rationale_prompt,
-    )
-    scorer = llm_scorer(bundle, shared=generator or verifier, threads=llm_threads,
-                        context_size=context_size) if llm_rerank else None
-    pipeline = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator, verifier=verifier,
-                                cross_encoder=cross_encoder, token_counter=counter, relevance_scorer=scorer)
+        # 2. models, cheapest first
+        if loaded is None:
+            click.echo(HASHING_NOTE, err=True)
+        runtime = SelectRuntime.load(
+            loaded, tokenizer=counter, threads=threads, precision=precision, cache=not cache_disabled(),
+            index_encoder=index.encoder_id if index else None,
+            cross_encoder=request.config.verification in ("auto", "cross-encoder"), llm=bool(request.needs_llm),
+            llm_threads=llm_threads, context_size=context_size, sample_shots=shots, domain=domain,
+        )
+        if index is not None:
+            check_encoder(index, runtime.encoder, index_dir)  # type: ignore[arg-type]
+            request = replace(request, index=index)
 
-    # 3. run and print
-    result = pipeline.run(query or rationales[0].text, passages=chunks, rationales=rationales or None)
+        # 3. run and print
+        result = runtime.result(request)
+    except MeteoraError as exc:
+        raise reword(exc, CLI_NAMES) from None
     text, notes = render(result, fmt=fmt, detail=detail, query=query, index_mode=index is not None,
-                         chunks_file=source_name(chunks_file) if chunks_file else None, compact=compact,
+                         chunks_file=request.source, compact=compact,
                          ascii_json=not output and not stdout_is_unicode())
     if output:
         write_text_atomic(output, text)

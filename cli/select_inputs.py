@@ -1,15 +1,14 @@
-"""``select``'s inputs: rationale files and the pipeline settings from the options."""
+"""``select``'s inputs: rationale files, and the flag of each request key (for the library's messages)."""
 
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
 from pathlib import Path
 
 from meteora_edge.documents import check_unicode
 from meteora_edge.errors import InputError
 from meteora_edge.fileio import read_json_file, read_text_file
-from meteora_edge.pipeline.config import RATIONALE_STRATEGIES, PipelineConfig, select_config
+from meteora_edge.pipeline.config import RATIONALE_STRATEGIES
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
 WINDOW_HELP = (
@@ -18,6 +17,17 @@ WINDOW_HELP = (
     "from one source, as 'meteora-edge chunk' writes them), else 0: for independent passages "
     "or kNN results a neighbour is noise."
 )
+
+#: each request key (and library parameter) as ``select`` spells it, put in place of ``'key'`` in messages
+CLI_NAMES = {
+    "query": "--query", "chunks": "--chunks", "index": "--index", "rationales": "--rationale/--rationales",
+    "detail": "--detail", "generate_rationales": "--generate-rationales", "verify": "--verify",
+    "llm_rerank": "--llm-rerank", "rationale_prompt": "--rationale-prompt", "num_rationales": "--num-rationales",
+    "bundle": "--bundle", "k_init": "--k-init", "scoring": "--scoring", "pooled_z": "--pooled-z",
+    "use_ecse": "--no-ecse", "expansion_window": "--expansion-window", "elbow_z_threshold": "--elbow-z",
+    "verification": "--verification", "tau_relevance": "--tau", "verification_batch": "--verify-batch",
+    "n_min": "--n-min", "theta_redundancy": "--theta", "t_max": "--t-max", "oversize": "--oversize",
+}
 
 
 def _rationales_from_json(data: object, path: str) -> list[Rationale]:
@@ -82,33 +92,3 @@ def gather_rationales(
             if part:
                 check_unicode(part, f"rationale {i}")
     return [Rationale(r.text, i, r.label, r.flag_instructions) for i, r in enumerate(collected, start=1)]
-
-
-def pipeline_config(
-    from_index: bool,
-    *,
-    chunks: Sequence[object] | None,
-    k_init: int | None,
-    expansion_window: int | None,
-    elbow_z: float,
-    verification: str | None,
-    tau: float | None,
-    n_min: int | None,
-    theta: float | None,
-    t_max: int | None,
-    oversize: str,
-    no_ecse: bool,
-    scoring: str | None = None,
-    strategy: str | None = None,
-    pooled_z: float | None = None,
-    verification_batch: int | None = None,
-) -> PipelineConfig:
-    """The options as :func:`~meteora_edge.pipeline.config.select_config` settings (an option not
-    given is left out: index runs use the pipeline defaults, given chunks run only the phases asked for)."""
-    settings = {
-        "k_init": k_init, "scoring": scoring, "rationales": strategy, "pooled_z": pooled_z, "use_ecse": not no_ecse,
-        "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
-        "tau_relevance": tau, "oversize": oversize, "verification_batch": verification_batch,
-    }
-    settings.update((k, v) for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None)
-    return select_config(settings, from_index=from_index, chunks=chunks)

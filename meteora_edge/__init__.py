@@ -73,6 +73,8 @@ _LAZY = {
     "RankedDocument": "selection.reranker",
     "Rationale": "selection.rationales",
     "RerankTrace": "selection.reranker",
+    "SelectRequest": "pipeline.request",
+    "SelectRuntime": "pipeline.runtime",
     "SelectionMetrics": "evaluation",
     "SelectionResult": "selection.ecse",
     "Verdict": "selection.verification",
@@ -123,6 +125,8 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .pipeline.config import PipelineConfig
     from .pipeline.engine import PipelineResult
     from .selection.reranker import RankedDocument
+    from .pipeline.request import SelectRequest
+    from .pipeline.runtime import SelectRuntime
     from .selection.rationales import Rationale
     from .selection.reranker import RerankTrace
     from .evaluation import SelectionMetrics
@@ -199,6 +203,8 @@ __all__ = [
     "PipelineConfig",
     "PipelineResult",
     "RankedDocument",
+    "SelectRequest",
+    "SelectRuntime",
     "Rationale",
     "RerankTrace",
     "SelectionMetrics",

@@ -129,8 +129,7 @@ def test_check_output_path_refuses_a_folder(tmp_path):
 
 def test_inputs_are_checked_before_any_model_loads(monkeypatch, tmp_path):
     loaded: list[str] = []
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: loaded.append("encoder"))
-    monkeypatch.setattr(select_command, "llm_roles", lambda *a, **k: loaded.append("llm"))
+    monkeypatch.setattr(select_command.SelectRuntime, "load", lambda *a, **k: loaded.append("models"))
     bundle = tmp_path / "bundle"
     bundle.mkdir()
     cases = [

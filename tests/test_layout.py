@@ -163,3 +163,28 @@ def test_every_package_folder_is_installed():
              for p in (root / "meteora_edge").rglob("__init__.py") if p.parent != root / "meteora_edge"}
     found |= {"meteora_edge", "meteora_edge.cli", "meteora_edge.export"}
     assert found <= listed, f"missing from pyproject's packages: {sorted(found - listed)}"
+
+
+# every entry point builds a SelectRequest and runs it on the SelectRuntime: none assembles a pipeline
+# or loads a model itself (pipeline/runtime.py is the one place that does both)
+ENTRY_POINTS = ["cli/select_command.py", "cli/eval_command.py", "cli/serve_command.py",
+                "meteora_edge/integrations/service.py", "meteora_edge/integrations/select_request.py",
+                "meteora_edge/integrations/embedded.py", "meteora_edge/integrations/adapter_model.py",
+                "meteora_edge/integrations/langchain_compressor.py",
+                "meteora_edge/integrations/llamaindex_postprocessor.py", "meteora_edge/evaluation/methods.py",
+                "meteora_edge/evaluation/corpus.py"]
+ASSEMBLY = {"EvidencePipeline", "load_encoder", "load_cross_encoder", "encoder_from_options", "LocalLLM",
+            "LlamaVerifier", "LlamaBatchVerifier", "LlamaRelevanceScorer", "LlamaRationaleGenerator",
+            "HopRationaleGenerator", "select_config"}
+
+
+def test_entry_points_go_through_the_select_runtime():
+    for rel in ENTRY_POINTS:
+        tree = ast.parse((ROOT / rel).read_text(encoding="utf-8"))
+        names = {alias.asname or alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
+                 for alias in node.names}
+        assert not names & ASSEMBLY, f"{rel} imports {sorted(names & ASSEMBLY)}; build a SelectRequest and run it " \
+                                     "on pipeline.runtime.SelectRuntime instead"
+    runtime = ast.parse((PACKAGE / "pipeline" / "runtime.py").read_text(encoding="utf-8"))
+    calls = {node.func.id for node in ast.walk(runtime) if isinstance(node, ast.Call) and isinstance(node.func, ast.Name)}
+    assert "EvidencePipeline" in calls

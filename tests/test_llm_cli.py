@@ -122,27 +122,40 @@ def test_select_llm_flag_conflicts(args, needle):
     one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, *args), needle)
 
 
+def _runtime_on(monkeypatch, llm, **defaults):
+    """``select`` runs on a runtime over ``llm`` (a LocalLLM on a fake) and the hashing encoder; returns what it was
+    loaded with (the bundle folder is an empty stand-in whose manifest is said to hold an llm)."""
+    from meteora_edge.pipeline.runtime import SelectRuntime
+
+    seen = {}
+
+    class StandIn:
+        components = {"llm": None}
+
+        def __init__(self, path):
+            self.root = path
+
+    def load(bundle, *, llm=False, llm_threads=1, context_size=None, sample_shots=None, domain=None, **_):
+        seen.update(bundle=str(bundle.root), llm=llm, llm_threads=llm_threads, context_size=context_size)
+        return SelectRuntime(llm=llm_model, **{"sample_shots": sample_shots, "domain": domain, **defaults})
+
+    llm_model = llm
+    monkeypatch.setattr(select_command, "load_bundle", StandIn)
+    monkeypatch.setattr(SelectRuntime, "load", staticmethod(load))
+    return seen
+
+
 def test_select_shows_generated_rationales_and_every_verdict(tmp_path, monkeypatch):
     verdict = '{"relevant": true, "flagged": false, "flag_types": [], "reason": "about termination"}'
     reply = "<rationale_1>[Termination] find the notice period Flag Instructions: reject draft notes</rationale_1>"
     fake = FakeLlama([reply] + [verdict] * 20)
     llm = LocalLLM(fake)
-    seen = {}
-
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
-              prompt="hops"):
-        seen.update(bundle=bundle, threads=threads, context_size=context_size, num_rationales=num_rationales)
-        return (LlamaRationaleGenerator(llm, sample_shots=[{"query": "q", "rationales": ["x"]}],
-                                        num_rationales=num_rationales) if generate else None,
-                LlamaVerifier(llm) if verify else None)
-
-    monkeypatch.setattr(select_command, "llm_roles", roles)
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
+    seen = _runtime_on(monkeypatch, llm, sample_shots=[{"query": "q", "rationales": ["x"]}])
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--generate-rationales",
                  "--num-rationales", "1", "--verify", "--llm-threads", "1", "--context-size", "2048", "--trace")
     assert result.exit_code == 0, result.output
     data = json.loads(result.stdout)
-    assert seen == {"bundle": str(tmp_path), "threads": 1, "context_size": 2048, "num_rationales": 1}
+    assert seen == {"bundle": str(tmp_path), "llm": True, "llm_threads": 1, "context_size": 2048}
     assert data["rationale_source"] == "generated"
     assert data["rationales"] == [{"index": 1, "label": "Termination", "text": "find the notice period",
                                    "flag_instructions": "reject draft notes"}]
@@ -208,25 +221,12 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
 
     fake = FakeLlama([answer] * 200, logits=logits)
     llm = LocalLLM(fake)
-    seen = {}
-
-    def roles(bundle, *, generate, verify, threads, context_size, num_rationales, sample_shots, domain, batch=1,
-              prompt="hops"):
-        seen["batch"] = batch
-        return None, LlamaBatchVerifier(llm) if verify else None
-
-    def scorer(bundle, *, shared=None, threads=1, context_size=None):
-        seen["shared"] = shared
-        return LlamaRelevanceScorer(shared.model)
-
-    monkeypatch.setattr(select_command, "llm_roles", roles)
-    monkeypatch.setattr(select_command, "llm_scorer", scorer)
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())
+    _runtime_on(monkeypatch, llm)
     result = run("select", "--chunks", CHUNKS, "--query", QUERY, "--bundle", str(tmp_path), "--verify",
                  "--verify-batch", "4", "--llm-rerank", "--trace")
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert seen["batch"] == 4 and isinstance(seen["shared"], LlamaBatchVerifier)
+    assert any(fake.prompt_text(i).endswith('"relevant":') for i in range(len(fake.calls)))  # the batch prompt
     rerank = data["trace"]["phases"][1]["details"]["llm_rerank"]
     assert rerank["pool"] and set(rerank["kept"]) <= set(rerank["pool"])
     assert data["verdicts"] and all(v["accepted"] for v in data["verdicts"])

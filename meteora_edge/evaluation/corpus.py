@@ -31,7 +31,8 @@ from ..index.generations import target_state
 from ..models.encoders import EncoderLike
 from ..pipeline.budget import TokenCounter, WhitespaceCounter
 from ..pipeline.config import PipelineConfig
-from ..pipeline.engine import EvidencePipeline
+from ..pipeline.request import SelectRequest
+from ..pipeline.runtime import SelectRuntime
 from .beir import BeirData, CorpusQuery
 from .methods import TOPK_SCORING, pipeline_method_config, topk_k
 from .metrics import ndcg_at_k, precision_recall_f1, recall_at_k
@@ -84,10 +85,10 @@ def build_corpus_method(spec: str, index: Any, encoder: EncoderLike, *,
         ConfigError: a method that does not run over an index, or a bad K or setting.
     """
     config, keep = corpus_method_config(spec)
-    pipe = EvidencePipeline(config, encoder=encoder, index=index, token_counter=token_counter)
+    runtime, settings = SelectRuntime(encoder=encoder, token_counter=token_counter), config.to_dict()
 
     def run(query: str) -> CorpusRun:
-        result = pipe.run(query)
+        result = runtime.result(SelectRequest(query=query, index=index, settings=settings))
         records = result.trace.candidates
         ranking = [int(r.chunk_id) for r in records if r.retrieval_score is not None]
         ids, texts = [int(i) for i in result.ids], list(result.passages)

@@ -21,8 +21,9 @@ from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
 from ..pipeline.budget import TokenCounter
 from ..pipeline.config import PipelineConfig
-from ..pipeline.engine import EvidencePipeline
 from ..pipeline.meve import MeVeConfig
+from ..pipeline.request import SelectRequest
+from ..pipeline.runtime import SelectRuntime
 from ..selection.ecse import MeteoraSelector
 from ..selection.stages import cosine_matrix, fuse_scores, top_k_indices
 from .datasets import EvalQuestion
@@ -205,15 +206,18 @@ def _pipeline_method(
     *,
     scorer: object | None = None,
 ) -> Method:
+    """The select runtime over each question's candidates (an in-memory index), with ``config``'s settings."""
+    runtime = SelectRuntime(encoder=encoder, token_counter=token_counter, generator=generator, verifier=verifier,
+                            scorer=scorer)
+    settings = config.to_dict()
+    rerank = scorer is not None and config.llm_pool is not None
+
     def run(q: EvalQuestion) -> list[int]:
-        index = InMemoryIndex(q.candidates, encoder)
-        pipe = EvidencePipeline(config, encoder=encoder, index=index, rationale_generator=generator,
-                                verifier=verifier if config.verification == "llm" else None,
-                                token_counter=token_counter, relevance_scorer=scorer)  # type: ignore[arg-type]
-        return [int(i) for i in pipe.run(q.question).ids]
+        request = SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder), settings=settings,
+                                generate_rationales=generator is not None, llm_rerank=rerank)
+        return [int(i) for i in runtime.result(request).ids]
 
     return run
-
 
 
 class SharedLLMRoles:

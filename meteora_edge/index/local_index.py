@@ -168,7 +168,7 @@ class LocalIndex:
         target = Path(out)
         wait = resolve_lock_timeout(lock_timeout)  # a bad value fails before the embedding, not after it
         if target_state(target) == "index" and not overwrite:
-            raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
+            raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
         texts, lines = chunk_records(documents, 0, chunk_size, overlap)
@@ -198,7 +198,7 @@ class LocalIndex:
             }
             with writer_lock(target, create=True, timeout=wait):
                 if target_state(target) == "index" and not overwrite:  # another build got there first
-                    raise InputError(f"{target} already exists; use 'index add' to append or --overwrite to rebuild")
+                    raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
                 with new_generation(target) as writer:
                     _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
                 return cls.load(target, encoder=encoder, verify=False)

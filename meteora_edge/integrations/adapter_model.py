@@ -56,7 +56,7 @@ class SelectorModel(BaseModel):
         score_threshold: keep only documents whose score (the report's ``score_name``: the
             cross-encoder's probability, ECSE's selection score or the retrieval score) is at
             least this (None: no threshold).
-        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision:
+        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision, runtime, llm_rerank:
             see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
 
     Raises:
@@ -77,6 +77,8 @@ class SelectorModel(BaseModel):
     detail: str = "summary"
     threads: int = 1
     precision: str = "auto"
+    runtime: Optional[Any] = None
+    llm_rerank: bool = False
     _selector: DocumentSelector = PrivateAttr()
     _last_report: contextvars.ContextVar = PrivateAttr()
 
@@ -91,7 +93,8 @@ class SelectorModel(BaseModel):
         self._selector = DocumentSelector(
             bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
             rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
-            detail=self.detail, threads=self.threads, precision=self.precision,
+            detail=self.detail, threads=self.threads, precision=self.precision, runtime=self.runtime,
+            llm_rerank=self.llm_rerank,
         )
         self._last_report = contextvars.ContextVar(f"meteora_edge_report_{id(self)}", default=None)
 

@@ -7,8 +7,10 @@ fields (their types; :func:`described` adds choices, defaults and the docstring'
 setting added to the pipeline appears in the document without an edit here. Ranges are not
 repeated, except that a resource limit's default is its ``maximum``: the server checks them and
 answers 400 with the constraint. :func:`answer_schema` describes ``select``'s JSON object (see
-:mod:`..pipeline.report`). When the select runtime's own ``pipeline.request.request_json_schema``
-is merged, it replaces :func:`request_json_schema` here (and its ``LIMIT_KEYS`` import).
+:mod:`..pipeline.report`). The keys and their rules are :mod:`..pipeline.request`'s
+(``REQUEST_KEYS``, ``SETTING_KEYS``, ``LIMIT_KEYS``); this document adds what a reader of the API
+needs (descriptions, choices, each limit's maximum), which the pydantic schema
+``pipeline.request.request_json_schema`` leaves out.
 
 Example:
     >>> doc = openapi_document()
@@ -31,7 +33,7 @@ from ..pipeline.ladder import RUNGS
 from ..pipeline.report import DETAILS, FORMAT, VERSION
 from ..selection.ecse import POOLED_CUTS
 from ..selection.stages import SCORINGS
-from .select_request import LIMIT_KEYS, SETTING_KEYS
+from ..pipeline.request import LIMIT_KEYS, RATIONALE_PROMPTS, SETTING_KEYS
 
 __all__ = ["request_json_schema", "described", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
 
@@ -102,9 +104,9 @@ _CHUNK = {"oneOf": [
 def request_json_schema() -> dict[str, Any]:
     """JSON Schema (2020-12) of one ``POST /v1/select`` body, also a stdio line's body or ``params``.
 
-    The one function the OpenAPI document takes the request's shape from (h-rt's select runtime
-    has a function of this name in ``pipeline.request``; once it is merged, this one gives way
-    to it). :func:`described` adds the settings' choices and descriptions.
+    The one function the OpenAPI document takes the request's shape from; its keys are the select
+    runtime's request keys (a test holds them equal). :func:`described` adds the settings'
+    choices and descriptions.
 
     Returns:
         An object schema whose properties are exactly the keys the server reads; unknown keys
@@ -127,6 +129,12 @@ def request_json_schema() -> dict[str, Any]:
                                 "description": "The GGUF model writes the rationales (the server needs --llm)."},
         "verify": {"type": "boolean", "default": False,
                    "description": "The GGUF model verifies the candidates (the server needs --llm)."},
+        "llm_rerank": {"type": "boolean", "default": False,
+                       "description": "The GGUF model judges ECSE's best candidates (select --llm-rerank)."},
+        "rationale_prompt": {"type": "string", "enum": list(RATIONALE_PROMPTS),
+                             "description": "How the GGUF model writes rationales (select --rationale-prompt)."},
+        "num_rationales": {"type": "integer", "minimum": 1, "maximum": 20,
+                           "description": "How many rationales the GGUF model writes (select --num-rationales)."},
     }
     for f in fields(PipelineConfig):
         if f.name in SETTING_KEYS:

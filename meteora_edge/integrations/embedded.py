@@ -25,12 +25,14 @@ from typing import Any
 from ..errors import ConfigError, InputError
 from ..models.encoders import EncoderLike
 from ..pipeline.budget import load_token_counter
-from ..pipeline.config import select_config
-from ..pipeline.engine import EvidencePipeline
 from ..pipeline.report import DETAILS, selection_json
+from ..pipeline.request import SelectRequest
+from ..pipeline.runtime import SelectRuntime
 from ..selection.rationales import as_rationales
 
 __all__ = ["DocumentSelector", "Selection"]
+
+_PROBE = "probe"  # the query the settings are checked with when the selector is built
 
 
 @dataclass(frozen=True)
@@ -58,6 +60,9 @@ class DocumentSelector:
         tokenizer: the answer model's tokenizer for ``t_max`` (default: whitespace words).
         detail: ``"summary"`` or ``"full"`` (the report then carries the whole trace).
         threads, precision: the ONNX models' settings.
+        runtime: a :class:`~meteora_edge.pipeline.runtime.SelectRuntime` to run on (e.g. one with a GGUF
+            model) instead of one loaded from ``bundle``/``encoder`` and the roles above.
+        llm_rerank: let the runtime's GGUF model rerank ECSE's best candidates.
 
     Raises:
         ConfigError: an unknown setting, a value out of range, or both ``bundle`` and ``encoder``.
@@ -77,10 +82,9 @@ class DocumentSelector:
         detail: str = "summary",
         threads: int = 1,
         precision: str = "auto",
+        runtime: SelectRuntime | None = None,
+        llm_rerank: bool = False,
     ) -> None:
-        from ..models.onnx_cross_encoder import load_cross_encoder
-        from ..models.onnx_encoder import load_encoder
-
         if bundle is not None and encoder is not None:
             raise ConfigError("give a bundle or an encoder, not both")
         if detail not in DETAILS:
@@ -88,13 +92,29 @@ class DocumentSelector:
         self.settings = dict(settings or {})
         if verifier is not None:
             self.settings.setdefault("verification", "llm")
-        select_config(self.settings, from_index=False, chunks=None)  # refuse bad settings now, not per call
         self.rationales = as_rationales(rationales) if rationales is not None else None
-        self.rationale_generator, self.verifier, self.detail = rationale_generator, verifier, detail
-        self.token_counter = load_token_counter(tokenizer)
-        self.encoder = encoder if encoder is not None else load_encoder(bundle, threads=threads, precision=precision)
-        self.cross_encoder = load_cross_encoder(bundle, threads=threads)
+        self.detail, self.llm_rerank = detail, llm_rerank
+        self.generate = rationale_generator is not None
+        probe = self.request(_PROBE)  # refuse bad settings now, not per call
+        if runtime is None:
+            base = SelectRuntime.load(bundle, tokenizer=tokenizer, threads=threads, precision=precision)
+            runtime = SelectRuntime(encoder=encoder if encoder is not None else base.encoder,
+                                    cross_encoder=base.cross_encoder, token_counter=base.token_counter,
+                                    generator=rationale_generator, verifier=verifier, bundle=base.bundle)
+        self.runtime = runtime
+        self.runtime.check(probe)
         self._local = threading.local()
+
+    def request(self, query: str, documents: Sequence[Any] = (_PROBE,)) -> SelectRequest:
+        """The runtime's request for ``query`` over ``documents``, with this selector's settings.
+
+        Raises:
+            InputError, ConfigError: as :class:`~meteora_edge.pipeline.request.SelectRequest`.
+        """
+        return SelectRequest(query=query, chunks=list(documents), rationales=self.rationales, detail=self.detail,
+                             generate_rationales=self.generate and not self.rationales, verify=bool(
+                                 self.settings.get("verification") == "llm"), llm_rerank=self.llm_rerank,
+                             settings=self.settings)
 
     @property
     def last_report(self) -> dict[str, Any] | None:
@@ -121,12 +141,7 @@ class DocumentSelector:
         if not documents:
             self._local.report = None
             return Selection([], [], {})
-        pipeline = EvidencePipeline(
-            select_config(self.settings, from_index=False, chunks=documents), encoder=self.encoder,
-            cross_encoder=self.cross_encoder, rationale_generator=self.rationale_generator, verifier=self.verifier,
-            token_counter=self.token_counter,
-        )
-        result = pipeline.run(query, passages=list(documents), rationales=self.rationales)
+        result = self.runtime.result(self.request(query, documents))
         report = selection_json(result, query=query, index_mode=False, detail=self.detail)
         self._local.report = report
         return Selection(list(result.ids), report["passages"], report)

@@ -21,18 +21,19 @@ import os
 import platform
 import threading
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InputError, LocalIndexError, MeteoraError
 from ..index.corpus_index import CorpusIndex, open_index
-from ..models.encoders import EncoderLike, HashingEncoder, encoder_id
-from ..pipeline.budget import TokenCounter, WhitespaceCounter, load_token_counter
-from ..pipeline.engine import EvidencePipeline
+from ..models.encoders import EncoderLike, encoder_id
+from ..pipeline.budget import TokenCounter
 from ..pipeline.ladder import CrossEncoder
-from ..pipeline.report import selection_json
-from .select_request import SelectRequest, parse_select_request
+from ..pipeline.request import SelectRequest
+from ..pipeline.runtime import SelectRuntime, load_bundle
+from .select_request import parse_select_request
 
 __all__ = ["SelectService", "IndexSlot", "index_names", "error_status", "one_line", "json_line"]
 
@@ -145,7 +146,8 @@ class IndexSlot:
 
 
 class SelectService:
-    """The models and indexes of one server, and the select call over them.
+    """The models and indexes of one server, and the select call over them: a
+    :class:`~meteora_edge.pipeline.runtime.SelectRuntime` with the server's indexes.
 
     Args:
         encoder: embeds queries and chunks (the indexes' encoder).
@@ -155,6 +157,7 @@ class SelectService:
         token_counter: the answer model's tokenizer (default: whitespace words).
         indexes: the indexes requests may name; the first is the default.
         bundle: the bundle folder the models came from (reported by :meth:`health`).
+        runtime: a runtime to serve instead of one built from the models above.
     """
 
     def __init__(
@@ -167,15 +170,18 @@ class SelectService:
         token_counter: TokenCounter | None = None,
         indexes: Sequence[IndexSlot] = (),
         bundle: str | None = None,
+        runtime: SelectRuntime | None = None,
     ) -> None:
-        self.encoder = encoder if encoder is not None else HashingEncoder()
-        self.cross_encoder = cross_encoder
-        self.generator = generator
-        self.verifier = verifier
-        self.token_counter = token_counter or WhitespaceCounter()
+        self.runtime = runtime or SelectRuntime(
+            encoder=encoder, cross_encoder=cross_encoder, generator=generator, verifier=verifier,
+            token_counter=token_counter, no_llm=_NO_LLM)
         self.indexes = {slot.name: slot for slot in indexes}
         self._paths = {slot.path: slot for slot in indexes}
         self.bundle = bundle
+
+    encoder = property(lambda self: self.runtime.encoder)
+    cross_encoder = property(lambda self: self.runtime.cross_encoder)
+    token_counter = property(lambda self: self.runtime.token_counter)
 
     @classmethod
     def load(
@@ -202,7 +208,7 @@ class SelectService:
             tokenizer: the answer model's tokenizer for the budget (see :func:`load_token_counter`).
             threads, precision: the ONNX encoder's and cross-encoder's settings (``precision="auto"``
                 with indexes runs the variant the first index was built with).
-            llm: load the bundle's GGUF model for ``generate_rationales`` and ``verify``.
+            llm: load the bundle's GGUF model for ``generate_rationales``, ``verify`` and ``llm_rerank``.
             llm_threads, context_size, num_rationales, sample_shots, domain: the GGUF roles' settings.
             cache: the embedding cache (see :meth:`OnnxEncoder.from_bundle`): None only when
                 ``METEORA_EDGE_CACHE`` asks for it; ``serve`` passes True unless ``--no-cache``.
@@ -212,22 +218,15 @@ class SelectService:
             BundleError, LocalIndexError, ModelError, MissingExtraError: a model or index cannot be loaded,
                 or an index was built by another encoder.
         """
-        from ..models.onnx_cross_encoder import load_cross_encoder
-        from ..models.onnx_encoder import load_encoder
-        from ..selection.llm_roles import check_llm_bundle, llm_roles
-
         names = index_names(indexes)
-        counter = load_token_counter(tokenizer)
-        check_llm_bundle(bundle, generate=llm, verify=llm)
+        loaded = load_bundle(bundle)
         recorded = _recorded_encoder(next(iter(names.values()))) if names else None
-        encoder = load_encoder(bundle, threads=threads, precision=precision, index_encoder=recorded, cache=cache)
-        slots = [IndexSlot(name, path, encoder) for name, path in names.items()]
-        cross_encoder = load_cross_encoder(bundle, threads=threads)
-        generator, verifier = llm_roles(bundle, generate=llm, verify=llm, threads=llm_threads,
-                                        context_size=context_size, num_rationales=num_rationales,
-                                        sample_shots=sample_shots, domain=domain)
-        return cls(encoder=encoder, cross_encoder=cross_encoder, generator=generator, verifier=verifier,
-                   token_counter=counter, indexes=slots, bundle=bundle)
+        runtime = SelectRuntime.load(
+            loaded, tokenizer=tokenizer, threads=threads, precision=precision, cache=cache, index_encoder=recorded,
+            llm=llm, llm_threads=llm_threads, context_size=context_size, num_rationales=num_rationales,
+            sample_shots=sample_shots, domain=domain, no_llm=_NO_LLM)
+        slots = [IndexSlot(name, path, runtime.encoder) for name, path in names.items()]
+        return cls(indexes=slots, bundle=bundle, runtime=runtime)
 
     def slot(self, name: str | None) -> IndexSlot:
         """The index a request names (by folder name or by the path the server was given); None: the first.
@@ -254,19 +253,11 @@ class SelectService:
         return self.run(parse_select_request(body))
 
     def run(self, request: SelectRequest) -> dict[str, Any]:
-        """Run a checked request through the pipeline and return the JSON object."""
-        if (request.generate_rationales and self.generator is None) or (request.verify and self.verifier is None):
-            raise InputError(f"{'generate_rationales' if request.generate_rationales else 'verify'} needs the GGUF "
-                             f"model: {_NO_LLM}")
-        index = self.slot(request.index).current() if request.chunks is None else None
-        pipeline = EvidencePipeline(
-            request.config, encoder=self.encoder, index=index, cross_encoder=self.cross_encoder,
-            rationale_generator=self.generator if request.generate_rationales else None,
-            verifier=self.verifier if request.verify else None, token_counter=self.token_counter,
-        )
-        result = pipeline.run(request.query or request.rationales[0].text, passages=request.chunks,
-                              rationales=request.rationales or None)
-        return selection_json(result, query=request.query, index_mode=index is not None, detail=request.detail)
+        """Run a checked request through the runtime and return the JSON object."""
+        self.runtime.roles(request)  # a role without the GGUF model is refused before the index is looked up
+        if request.uses_index:
+            request = replace(request, index=self.slot(request.index).current())
+        return self.runtime.run(request)
 
     def index_info(self, name: str | None = None) -> dict[str, Any]:
         """``index info`` of one served index (the first when ``name`` is None), with its ``name``.
@@ -291,7 +282,7 @@ class SelectService:
             "models": {
                 "encoder": encoder_id(self.encoder),
                 "cross_encoder": getattr(self.cross_encoder, "identity", None),
-                "llm": _llm_identity(self.generator or self.verifier),
+                "llm": _llm_identity(self.runtime.model),
                 "tokenizer": self.token_counter.identity,
             },
             "indexes": [{"name": s.name, "path": s.path, "generation": s.current().generation,
@@ -315,8 +306,7 @@ def _bundle_identity(bundle: str | None) -> dict[str, Any] | None:
     }}
 
 
-def _llm_identity(role: Any) -> dict[str, Any] | None:
-    if role is None:
+def _llm_identity(model: Any) -> dict[str, Any] | None:
+    if model is None:
         return None
-    model = role.model  # the LocalLLM both GGUF roles share
     return {"source": model.source, "chat_format": model.chat_format, "context_size": model.context_size}

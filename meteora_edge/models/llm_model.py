@@ -230,7 +230,7 @@ class LocalLLM:
     @classmethod
     def from_bundle(
         cls,
-        bundle_dir: str | os.PathLike[str],
+        bundle_dir: str | os.PathLike[str] | Bundle,
         *,
         threads: int = 1,
         context_size: int | None = None,
@@ -245,7 +245,7 @@ class LocalLLM:
             BundleError: no bundle, no ``llm`` component, or a file that fails its check.
             ModelError, MissingExtraError, ConfigError: as :meth:`load`.
         """
-        bundle = Bundle.load(bundle_dir)
+        bundle = bundle_dir if isinstance(bundle_dir, Bundle) else Bundle.load(bundle_dir)
         settings = bundle.component("llm").settings
         path = bundle.file("llm", "model")
         if context_size is None:

@@ -149,7 +149,7 @@ class OnnxCrossEncoder:
         return f"OnnxCrossEncoder({self.model_path.name!r}, max_length={self.max_length}, threads={self.threads})"
 
 
-def load_cross_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 1) -> OnnxCrossEncoder | None:
+def load_cross_encoder(bundle: str | os.PathLike[str] | Bundle | None, *, threads: int = 1) -> OnnxCrossEncoder | None:
     """The bundle's ONNX cross-encoder (the ladder's second rung), or None when there is none.
 
     Raises:
@@ -157,7 +157,7 @@ def load_cross_encoder(bundle: str | os.PathLike[str] | None, *, threads: int = 
     """
     if bundle is None:
         return None
-    loaded = Bundle.load(bundle)
+    loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
     if "cross_encoder" not in loaded.components:
         return None
     return OnnxCrossEncoder.from_bundle(loaded, threads=threads)

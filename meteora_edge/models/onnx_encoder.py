@@ -442,7 +442,7 @@ def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
 
 
 def load_encoder(
-    bundle: str | os.PathLike[str] | None,
+    bundle: str | os.PathLike[str] | Bundle | None,
     *,
     threads: int = 1,
     precision: str = "auto",
@@ -467,7 +467,7 @@ def load_encoder(
     """
     if bundle is None:
         return HashingEncoder()
-    loaded = Bundle.load(bundle)
+    loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
     files = loaded.components["encoder"].files

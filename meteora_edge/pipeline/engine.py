@@ -127,7 +127,7 @@ class EvidencePipeline:
         if index is not None and encoder_id(self.encoder) != index.encoder_id:
             raise LocalIndexError(
                 f"the index was built with encoder {index.encoder_id!r}, not {encoder_id(self.encoder)!r}; "
-                "use the same --bundle or rebuild the index"
+                "give the 'encoder' that built it or rebuild the index"
             )
         self.index = index
         self.rationale_generator = rationale_generator

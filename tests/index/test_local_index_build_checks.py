@@ -85,7 +85,7 @@ def test_a_build_that_another_build_overtook_is_refused(tmp_path):
     progress, overtaken = _another_build_meanwhile(root)
     with pytest.raises(InputError) as caught:
         LocalIndex.build(root, DOCS, ENCODER, chunk_size=4, overlap=0, progress=progress)
-    assert str(caught.value) == f"{root} already exists; use 'index add' to append or --overwrite to rebuild"
+    assert str(caught.value) == f"{root} already exists; use 'add' to append or 'overwrite' to rebuild"
     assert LocalIndex.load(root).generation == overtaken[0]
 
 
@@ -150,3 +150,18 @@ def test_a_bad_batch_size_is_refused_with_its_value(tmp_path, batch_size):
         LocalIndex.build(tmp_path / "idx", DOCS, ENCODER, batch_size=batch_size)
     assert str(caught.value) == f"batch_size must be a positive integer, got {batch_size!r}"
     assert not (tmp_path / "idx").exists()
+
+
+def test_index_build_says_the_same_in_its_flags(tmp_path):
+    """The library names its parameters ('overwrite'); ``index build`` puts its flag in their place."""
+    from click.testing import CliRunner
+
+    from meteora_edge.cli.main import main
+
+    source = tmp_path / "notes.md"
+    source.write_text("Either party may terminate the agreement.")
+    first = CliRunner().invoke(main, ["index", "build", str(source), "--out", str(tmp_path / "ix")])
+    assert first.exit_code == 0, first.output
+    again = CliRunner().invoke(main, ["index", "build", str(source), "--out", str(tmp_path / "ix")])
+    assert again.exit_code == 1
+    assert again.output.strip().endswith("already exists; use 'index add' to append or --overwrite to rebuild")

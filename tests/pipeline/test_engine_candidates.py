@@ -150,7 +150,7 @@ def test_an_index_from_another_encoder_is_refused_naming_both_encoders_and_the_f
     with pytest.raises(LocalIndexError) as err:
         EvidencePipeline(PipelineConfig(), encoder=HashingEncoder(n_features=128), index=index)
     assert str(err.value) == ("the index was built with encoder 'hashing:64', not 'hashing:128'; "
-                              "use the same --bundle or rebuild the index")
+                              "give the 'encoder' that built it or rebuild the index")
 
 
 @pytest.mark.parametrize(("scoring", "source"), [("dense", "knn"), ("hybrid", "knn+bm25")])
