@@ -21,7 +21,7 @@ from ..models.encoders import EncoderLike, embed, normalize_rows
 from .chunking import iter_chunks
 from .corpus import SourceDocument
 
-__all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "finite"]
+__all__ = ["Progress", "record_line", "chunk_records", "chunk_documents", "embed_batches", "finite"]
 
 Progress = Callable[[int, int], None]
 
@@ -66,8 +66,18 @@ def chunk_records(
     documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
 ) -> tuple[Sequence[str], list[bytes]]:
     """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
+    texts, lines, _ = chunk_documents(documents, start_id, chunk_size, overlap)
+    return texts, lines
+
+
+def chunk_documents(
+    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+) -> tuple[Sequence[str], list[bytes], list[int]]:
+    """:func:`chunk_records`, plus how many chunks each document made (in order)."""
     lines: list[bytes] = []
+    counts: list[int] = []
     for document in documents:
+        counts.append(-len(lines))
         for chunk in iter_chunks([document.text], chunk_size, overlap):
             lines.append(record_line({
                 "id": start_id + len(lines),
@@ -79,7 +89,8 @@ def chunk_records(
                 "metadata": document.metadata,
                 "file": document.file,
             }))
-    return _RecordTexts(lines), lines
+        counts[-1] += len(lines)
+    return _RecordTexts(lines), lines, counts
 
 
 def embed_batches(encoder: EncoderLike, texts: Sequence[str], batch_size: int, progress: Progress | None) -> np.ndarray:

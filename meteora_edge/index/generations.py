@@ -265,6 +265,24 @@ class GenerationWriter:
         with self.stream(name) as out:
             out.write(data)
 
+    def link(self, name: str, source: Path, entry: dict[str, Any]) -> None:
+        """Carry the unchanged file ``source`` (of the live generation) into this one as ``name``.
+
+        A hard link costs nothing whatever the file's size, and the old generation's removal leaves
+        the data in place; where links are refused (some network or FAT file systems) the file is copied.
+        ``entry`` is its recorded size and sha256, kept as they are.
+        """
+        target = self.folder / name
+        try:
+            os.link(source, target)
+        except OSError:
+            with open(source, "rb") as raw, self.stream(name) as out:
+                shutil.copyfileobj(raw, out)  # type: ignore[misc]
+            if self.files[name] != entry:
+                raise LocalIndexError(f"{source} changed while it was copied; the index there is unchanged")
+            return
+        self.files[name] = dict(entry)
+
     def finish(self, manifest: dict[str, Any]) -> None:
         """Write the generation's manifest (with the file list) and fsync the folders."""
         missing = sorted(set(generation_files(manifest)) - set(self.files))

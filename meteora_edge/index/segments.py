@@ -1,0 +1,138 @@
+"""Reading a base segment and a delta segment as one index (format 3).
+
+An update (``index add``, ``sync``, ``remove``) does not rewrite the index: the new
+generation hard-links the base files of the one before, writes the chunks added since the
+base (the *delta*: vectors, records and their own BM25 postings, numbered after the base)
+and the sorted ids of removed chunks (``deleted.npy``). Readers combine them:
+
+* dense search scores base and delta and drops removed ids;
+* BM25 scores each segment's postings with the statistics of both together (document
+  count, document frequencies, mean length), so a chunk scores as it would in one index.
+  As in Lucene, removed chunks still count in those statistics until the next compaction.
+
+A compaction (``index compact``, or an update once the delta and the removed chunks pass
+:func:`needs_compaction`'s threshold) writes one base segment again, without removed chunks.
+"""
+
+from __future__ import annotations
+
+import os
+import weakref
+from collections.abc import Sequence
+from typing import BinaryIO
+
+import numpy as np
+
+from ..models.bm25 import BM25Index
+from ..models.vectors import top_k_indices
+
+__all__ = ["CombinedBM25", "DeltaSegment", "needs_compaction", "COMPACT_MIN_CHUNKS", "COMPACT_FRACTION"]
+
+#: An update compacts once the delta plus removed chunks exceed this many chunks ...
+COMPACT_MIN_CHUNKS = 2048
+#: ... and this fraction of the base segment.
+COMPACT_FRACTION = 0.25
+
+
+def needs_compaction(base: int, delta: int, deleted: int) -> bool:
+    """Whether an update leaving these counts should write one segment again instead."""
+    return delta + deleted > max(COMPACT_MIN_CHUNKS, COMPACT_FRACTION * base)
+
+
+def _idf(n: int, df: np.ndarray, epsilon: float) -> np.ndarray:
+    """Okapi idf as :class:`BM25Index` computes it (negative values floored at epsilon times the mean)."""
+    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+    if idf.size:
+        idf[idf < 0] = epsilon * idf.sum() / idf.size
+    return idf
+
+
+def _weights(part: BM25Index, idf: np.ndarray, avgdl: float) -> np.ndarray:
+    """The per-posting weights of ``part`` under shared statistics (``idf`` indexed by ``part``'s term ids)."""
+    tf = part.tf.astype(np.float64)
+    norm = part.k1 * (1 - part.b + part.b * part.doc_len[part.doc_ids] / avgdl)
+    return (np.repeat(idf, np.diff(part.term_ptr)) * tf * (part.k1 + 1) / (tf + norm)).astype(np.float32)
+
+
+class CombinedBM25:
+    """BM25 over a base and a delta segment (delta documents numbered after the base), removed ids excluded.
+
+    Answers the calls :class:`~meteora_edge.index.local_index.LocalIndex` makes on a
+    :class:`BM25Index`: ``search``, ``text_scores_for``, ``vocab`` and ``n_docs``.
+    """
+
+    def __init__(self, base: BM25Index, delta: BM25Index, deleted: np.ndarray) -> None:
+        self.base, self.delta = base, delta
+        self.analyzer = base.analyzer
+        self.deleted = np.asarray(deleted, dtype=np.int64)
+        n = base.n_docs + delta.n_docs
+        extra = [term for term in delta.vocab if term not in base.vocab]
+        self.vocab = {**base.vocab, **{term: len(base.vocab) + i for i, term in enumerate(extra)}}
+        to_global = np.empty(len(delta.vocab), dtype=np.int64)
+        for term, i in delta.vocab.items():
+            to_global[i] = self.vocab[term]
+        df = np.zeros(len(self.vocab), dtype=np.float64)
+        df[: len(base.vocab)] = np.diff(base.term_ptr)
+        np.add.at(df, to_global, np.diff(delta.term_ptr))
+        idf = _idf(n, df, base.epsilon)
+        avgdl = (float(base.doc_len.sum()) + float(delta.doc_len.sum())) / n
+        base.weights = _weights(base, idf[: len(base.vocab)], avgdl)
+        delta.weights = _weights(delta, idf[to_global], avgdl)
+
+    @property
+    def n_docs(self) -> int:
+        return self.base.n_docs + self.delta.n_docs
+
+    def text_scores(self, text: str) -> np.ndarray:
+        tokens = self.analyzer.tokens(text)
+        scores = np.concatenate([self.base.scores(tokens), self.delta.scores(tokens)])
+        scores[self.deleted] = 0.0
+        return scores
+
+    def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best live chunks with a positive score, best first."""
+        scores = self.text_scores(query)
+        best = top_k_indices(scores, k)
+        best = best[scores[best] > 0]
+        return best, scores[best]
+
+    def text_scores_for(self, text: str, ids: Sequence[int]) -> np.ndarray:
+        tokens = self.analyzer.tokens(text)
+        wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
+        out = np.zeros(wanted.shape[0], dtype=np.float64)
+        split = self.base.n_docs
+        in_base = wanted < split
+        out[in_base] = self.base.scores_for(tokens, wanted[in_base])
+        out[~in_base] = self.delta.scores_for(tokens, wanted[~in_base] - split)
+        return out
+
+
+class DeltaSegment:
+    """The chunks written since the base segment: vectors, record lines and BM25 postings (ids from 0)."""
+
+    def __init__(self, vectors: np.ndarray, offsets: np.ndarray, chunks: BinaryIO | None, size: int,
+                 bm25: BM25Index) -> None:
+        self.vectors, self.offsets, self.bm25 = vectors, offsets, bm25
+        self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb") if chunks is not None else None
+        self.size = size
+        if self._chunks is not None:
+            weakref.finalize(self, self._chunks.close)
+
+    @classmethod
+    def empty(cls, dimension: int, like: BM25Index) -> DeltaSegment:
+        bm25 = BM25Index.empty(analyzer=like.analyzer, k1=like.k1, b=like.b, epsilon=like.epsilon)
+        return cls(np.zeros((0, dimension), dtype=np.float32), np.zeros(0, dtype=np.int64), None, 0, bm25)
+
+    def __len__(self) -> int:
+        return int(self.vectors.shape[0])
+
+    def line(self, i: int) -> bytes:
+        """The stored record line of delta chunk ``i``."""
+        assert self._chunks is not None
+        start = int(self.offsets[i])
+        end = int(self.offsets[i + 1]) if i + 1 < len(self) else self.size
+        return os.pread(self._chunks.fileno(), end - start, start)
+
+    def chunk_bytes(self) -> bytes:
+        """Every record line, as stored."""
+        return os.pread(self._chunks.fileno(), self.size, 0) if self._chunks is not None else b""
