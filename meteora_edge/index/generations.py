@@ -56,7 +56,7 @@ from .snapshot import read_small_file
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..fileio import give_normal_permissions
 
-__all__ = ["WRITER_LOCK", "GENERATION_MARKER", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
+__all__ = ["live_generation", "WRITER_LOCK", "GENERATION_MARKER", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
 
 logger = logging.getLogger(__name__)
 
@@ -320,6 +320,14 @@ def _live_generation(root: Path) -> str | None:
     try:
         return check_pointer(data, str(root / MANIFEST))
     except LocalIndexError:  # a format-1 manifest (no generation) or a damaged pointer
+        return None
+
+
+def live_generation(root: Path) -> str | None:
+    """The generation the pointer of ``root`` names now (None: format 1, no pointer, or unreadable)."""
+    try:
+        return _live_generation(root)
+    except OSError:
         return None
 
 

@@ -36,13 +36,13 @@ from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts
 from .corpus import SourceDocument
-from .manifest import (ANN_FILE, DELETED_FILE, DELTA_FILES, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, SOURCES_FILE,
+from .manifest import (REQUIRED_FILES, ANN_FILE, DELETED_FILE, DELTA_FILES, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, SOURCES_FILE,
                        parse_strict_json)
 from .segments import CombinedBM25, DeltaSegment
 from .sources import SourceEntry, decode_table, group_by_source, table_from_records
 from .updates import UpdatePlan, addition, apply_update, plan_add
 from .chunking import count_words
-from .generations import GenerationWriter, new_generation, target_state, writer_lock
+from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
@@ -71,8 +71,9 @@ class LocalIndex:
         'Either party may terminate'
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        """Build the arrays from an opened snapshot (use :meth:`load`)."""
+    def __init__(self, snapshot: Snapshot, previous: LocalIndex | None = None) -> None:
+        """Build the arrays from an opened snapshot (use :meth:`load`); the base segment of ``previous``
+        is re-used when this version links the same base files (what an update writes)."""
         manifest, handles, where = snapshot.manifest, snapshot.handles, snapshot.folder
         count, dim = manifest["count"], manifest["encoder"]["dimension"]
         segments = manifest.get("segments") or {"base": count, "delta": 0, "deleted": 0}
@@ -89,18 +90,29 @@ class LocalIndex:
         self.manifest = manifest
         self.dimension = int(dim)
         self.base_count, self.id_count = int(base), int(count)
-        self._base_vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(base, dim), mmap=True,
-                                      where=str(where / "vectors.npy"))
-        self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
-                                where=str(where / "chunk_offsets.npy"))
+        same_base = previous is not None and previous.base_count == base and all(
+            previous.manifest["files"].get(name) == manifest["files"][name]
+            for name in (*REQUIRED_FILES, *((ANN_FILE,) if "ann" in manifest else ())))
         chunks: BinaryIO = handles["chunks.jsonl"]
         self._chunk_bytes = manifest["files"]["chunks.jsonl"]["size"]
-        _check_offsets(self.offsets, self._chunk_bytes, chunks, where)
-        self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
-                         if "analyzer" in manifest else LEGACY_ANALYZER)
-        base_bm25 = _read_bm25(handles, "", where, self.analyzer)
-        if base_bm25.n_docs != base:
-            raise LocalIndexError(f"index {where}: BM25 covers {base_bm25.n_docs} chunks, vectors {base}; rebuild it")
+        if same_base:
+            assert previous is not None
+            self._base_vectors, self.offsets, self.analyzer = previous._base_vectors, previous.offsets, previous.analyzer
+            base_bm25 = previous.base_bm25
+        else:
+            self._base_vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(base, dim), mmap=True,
+                                          where=str(where / "vectors.npy"))
+            self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
+                                    where=str(where / "chunk_offsets.npy"))
+            _check_offsets(self.offsets, self._chunk_bytes, chunks, where)
+            self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
+                             if "analyzer" in manifest else LEGACY_ANALYZER)
+            base_bm25 = _read_bm25(handles, "", where, self.analyzer)
+            if base_bm25.n_docs != base:
+                raise LocalIndexError(f"index {where}: BM25 covers {base_bm25.n_docs} chunks, vectors {base}; "
+                                      "rebuild it")
+        #: The base segment's own BM25 (its statistics alone); :attr:`bm25` scores the whole index.
+        self.base_bm25 = base_bm25
         self.delta = DeltaSegment.empty(self.dimension, base_bm25)
         if segments["delta"]:
             self.delta = _read_delta(handles, manifest, segments["delta"], dim, where, self.analyzer)
@@ -118,15 +130,18 @@ class LocalIndex:
         if segments["delta"] or segments["deleted"]:
             self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
         self._sources: dict[str, SourceEntry] | None = None
-        if SOURCES_FILE in handles:
-            self._sources = decode_table(handles[SOURCES_FILE].read(), str(where / SOURCES_FILE), count=count)
+        self._sources_raw = handles[SOURCES_FILE].read() if SOURCES_FILE in handles else None  # parsed when asked
         self.ann: AnnIndex | None = None
-        if "ann" in manifest:
+        if same_base:
+            assert previous is not None
+            self.ann = previous.ann
+        elif "ann" in manifest:
             self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=base, dimension=dim,
                                 where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
-        self._check_chunking(where)
+        if not same_base:
+            self._check_chunking(where)
 
     @property
     def vectors(self) -> np.ndarray:
@@ -141,6 +156,8 @@ class LocalIndex:
 
         An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
         """
+        if self._sources is None and self._sources_raw is not None:
+            self._sources = decode_table(self._sources_raw, str(self.folder / SOURCES_FILE), count=self.id_count)
         if self._sources is None:
             self._sources = table_from_records(
                 r for lo in range(0, self.id_count, 4096)
@@ -383,15 +400,18 @@ class LocalIndex:
         if encoder is not None:
             self._check_encoder(encoder)
         with writer_lock(self.root, create=False, timeout=resolve_lock_timeout(lock_timeout)):
-            base = LocalIndex.load(self.root, encoder=encoder, verify=False)
+            base = self if self.generation is not None and live_generation(self.root) == self.generation else (
+                LocalIndex.load(self.root, encoder=encoder, verify=False))
             plan = make_plan(base)
             if plan.empty():
                 base.left_out_documents = plan.left_out
                 return base  # nothing changed: nothing to write
             if require_text and not plan.add and not plan.remove:
                 raise InputError("the documents hold no text to add")
-            added, documents, removed = apply_update(base, plan, encoder, batch_size=batch_size, progress=progress)
-            grown = LocalIndex.load(self.root, encoder=encoder, verify=False)
+            added, documents, removed, table = apply_update(base, plan, encoder, batch_size=batch_size,
+                                                            progress=progress)
+            grown = LocalIndex.load(self.root, encoder=encoder, verify=False, previous=base)
+            grown._sources = table
             grown.added_chunks, grown.added_documents, grown.removed_chunks = added, documents, removed
             grown.left_out_documents = plan.left_out
             return grown
@@ -399,7 +419,8 @@ class LocalIndex:
     # ----------------------------------------------------------------- reading
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True
+        cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True,
+        previous: LocalIndex | None = None,
     ) -> LocalIndex:
         """Open the current version of an index, checking it thoroughly.
 
@@ -413,7 +434,7 @@ class LocalIndex:
         """
         snapshot = open_snapshot(Path(path), verify=verify)
         try:
-            index = cls(snapshot)
+            index = cls(snapshot, previous)
         finally:
             snapshot.close()  # the arrays stay mapped and the chunk file open through a duplicate
         if encoder is not None:
@@ -529,7 +550,7 @@ class LocalIndex:
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        if self._sources is not None or len(self.deleted):  # the source table, when stored, counts without reading
+        if self._sources_raw is not None or len(self.deleted):  # the source table, when stored, counts without reading
             files = len(self.sources) or None
             documents = sum(len(e.documents) for e in self.sources.values()) or None
         else:

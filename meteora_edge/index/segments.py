@@ -65,29 +65,42 @@ class CombinedBM25:
         self.base, self.delta = base, delta
         self.analyzer = base.analyzer
         self.deleted = np.asarray(deleted, dtype=np.int64)
-        n = base.n_docs + delta.n_docs
         extra = [term for term in delta.vocab if term not in base.vocab]
         self.vocab = {**base.vocab, **{term: len(base.vocab) + i for i, term in enumerate(extra)}}
-        to_global = np.empty(len(delta.vocab), dtype=np.int64)
-        for term, i in delta.vocab.items():
-            to_global[i] = self.vocab[term]
-        df = np.zeros(len(self.vocab), dtype=np.float64)
-        df[: len(base.vocab)] = np.diff(base.term_ptr)
-        np.add.at(df, to_global, np.diff(delta.term_ptr))
-        idf = _idf(n, df, base.epsilon)
-        avgdl = (float(base.doc_len.sum()) + float(delta.doc_len.sum())) / n
-        base.weights = _weights(base, idf[: len(base.vocab)], avgdl)
-        delta.weights = _weights(delta, idf[to_global], avgdl)
+        self._weights: tuple[np.ndarray, np.ndarray] | None = None  # computed by the first query
+
+    def weights(self) -> tuple[np.ndarray, np.ndarray]:
+        """Each segment's per-posting weights under the shared statistics (the segments' own stay untouched)."""
+        if self._weights is None:
+            base, delta = self.base, self.delta
+            to_global = np.empty(len(delta.vocab), dtype=np.int64)
+            for term, i in delta.vocab.items():
+                to_global[i] = self.vocab[term]
+            df = np.zeros(len(self.vocab), dtype=np.float64)
+            df[: len(base.vocab)] = np.diff(base.term_ptr)
+            np.add.at(df, to_global, np.diff(delta.term_ptr))
+            idf = _idf(self.n_docs, df, base.epsilon)
+            avgdl = (float(base.doc_len.sum()) + float(delta.doc_len.sum())) / self.n_docs
+            self._weights = (_weights(base, idf[: len(base.vocab)], avgdl), _weights(delta, idf[to_global], avgdl))
+        return self._weights
 
     @property
     def n_docs(self) -> int:
         return self.base.n_docs + self.delta.n_docs
 
+    def _scores(self, tokens: Sequence[str]) -> np.ndarray:
+        out = np.zeros(self.n_docs, dtype=np.float64)
+        for part, weights, shift in zip((self.base, self.delta), self.weights(), (0, self.base.n_docs)):
+            for term in tokens:
+                term_id = part.vocab.get(term)
+                if term_id is not None:
+                    lo, hi = part.term_ptr[term_id], part.term_ptr[term_id + 1]
+                    out[part.doc_ids[lo:hi] + shift] += weights[lo:hi]
+        out[self.deleted] = 0.0
+        return out
+
     def text_scores(self, text: str) -> np.ndarray:
-        tokens = self.analyzer.tokens(text)
-        scores = np.concatenate([self.base.scores(tokens), self.delta.scores(tokens)])
-        scores[self.deleted] = 0.0
-        return scores
+        return self._scores(self.analyzer.tokens(text))
 
     def search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best live chunks with a positive score, best first."""
@@ -100,10 +113,21 @@ class CombinedBM25:
         tokens = self.analyzer.tokens(text)
         wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
-        split = self.base.n_docs
-        in_base = wanted < split
-        out[in_base] = self.base.scores_for(tokens, wanted[in_base])
-        out[~in_base] = self.delta.scores_for(tokens, wanted[~in_base] - split)
+        for part, weights, shift in zip((self.base, self.delta), self.weights(), (0, self.base.n_docs)):
+            mine = (wanted >= shift) & (wanted < shift + part.n_docs)
+            local = wanted[mine] - shift
+            scores = np.zeros(local.shape[0], dtype=np.float64)
+            for term in tokens:
+                term_id = part.vocab.get(term)
+                if term_id is None or local.size == 0:
+                    continue
+                lo, hi = part.term_ptr[term_id], part.term_ptr[term_id + 1]
+                postings = part.doc_ids[lo:hi]
+                at = np.searchsorted(postings, local)
+                found = at < postings.shape[0]
+                found[found] = postings[at[found]] == local[found]
+                scores[found] += weights[lo:hi][at[found]]
+            out[mine] = scores
         return out
 
 

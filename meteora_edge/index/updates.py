@@ -112,11 +112,11 @@ def _reuse_map(base: LocalIndex) -> dict[str, tuple[int, int]]:
 
 
 def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, batch_size: int,
-                 progress: Progress | None) -> tuple[int, int, int]:
+                 progress: Progress | None) -> tuple[int, int, int, dict[str, SourceEntry]]:
     """Write ``plan`` over ``base`` (the version current under the writer lock, which the caller holds).
 
     Returns:
-        ``(chunks added, documents added, chunks removed)``.
+        ``(chunks added, documents added, chunks removed, the new source table)``.
 
     Raises:
         InputError: the plan would leave the index without chunks.
@@ -140,7 +140,7 @@ def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, ba
             mine = old.documents + mine
         if mine:
             table[item.key] = SourceEntry(item.key, item.label, item.size, item.mtime_ns, item.sha256, mine)
-    deleted = np.union1d(base.deleted, np.asarray(removed, dtype=np.int64)).astype(np.int64)
+    deleted = np.asarray(sorted({*base.deleted.tolist(), *removed}), dtype=np.int64)  # (np.union1d imports numpy.ma)
     total = start + len(lines)
     if total - len(deleted) == 0:
         raise InputError(f"this would remove every chunk of the index at {base.root}; remove the folder instead, "
@@ -151,10 +151,10 @@ def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, ba
     manifest = _manifest(base, plan.op, len(lines))
     with new_generation(base.root) as writer:
         if compact:
-            _compact(writer, base, manifest, lines, texts, vectors, deleted, table)
+            table = _compact(writer, base, manifest, lines, texts, vectors, deleted, table)
         else:
             write_chunks(writer, base, manifest, lines, texts, vectors, deleted, table)
-    return len(lines), sum(1 for n in counts if n), len(removed)
+    return len(lines), sum(1 for n in counts if n), len(removed), table
 
 
 def _ranges(documents: Sequence[SourceDocument], counts: Sequence[int], start: int) -> list[tuple[str, int, int]]:
@@ -241,7 +241,8 @@ def _finish(writer: GenerationWriter, manifest: dict[str, Any], base_count: int,
 
 
 def _compact(writer: GenerationWriter, base: LocalIndex, manifest: dict[str, Any], lines: Sequence[bytes],
-             texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray, table: dict[str, SourceEntry]) -> None:
+             texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray, table: dict[str, SourceEntry]
+             ) -> dict[str, SourceEntry]:
     """Write every live chunk (the old ones, then ``lines``) as one base segment, ids renumbered."""
     total = base.id_count + len(lines)
     live = np.ones(total, dtype=bool)
@@ -270,4 +271,5 @@ def _compact(writer: GenerationWriter, base: LocalIndex, manifest: dict[str, Any
     renumbered = {key: dataclasses.replace(entry, documents=tuple(
         (h, int(new_id[lo]), int(new_id[hi - 1]) + 1) for h, lo, hi in entry.documents)) for key, entry in table.items()}
     _finish(writer, manifest, len(kept), 0, np.zeros(0, dtype=np.int64), renumbered)
+    return renumbered
 
