@@ -186,7 +186,8 @@ def _local_index(index_dir: str, command: str) -> LocalIndex:
     from meteora_edge.index.milvus_location import is_milvus_url
 
     if is_milvus_url(index_dir):
-        return open_index(index_dir)  # type: ignore[return-value]
+        raise InputError(f"index {command} works on a local index folder; a Milvus collection follows its files "
+                         "only through 'index add' (or a rebuild) for now")
     return LocalIndex.load(index_dir, verify=False)
 
 
@@ -213,7 +214,7 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
     \b
     Examples:
       meteora-edge index sync notes.idx notes/
-      meteora-edge index sync milvus://./notes.db notes/
+      meteora-edge index sync notes.idx notes/ more-notes/today.md
     """
     current = _local_index(index_dir, "sync")
     bundle = index_bundle(current, bundle, index_dir)
@@ -229,13 +230,9 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
 
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         synced = current.sync(list(inputs), encoder, batch_size=batch_size, progress=progress, strict=strict,
-                              follow_links=follow_links, on_skip=warn)  # type: ignore[attr-defined]
-    if isinstance(synced, LocalIndex):
-        click.echo(f"synced {index_dir}: added {synced.added_chunks} chunks, removed {synced.removed_chunks}; "
-                   f"now holds {len(synced)}", err=True)
-    else:
-        added, removed = synced
-        click.echo(f"synced {index_dir}: added {added} chunks, removed {removed}; now holds {len(current)}", err=True)
+                              follow_links=follow_links, on_skip=warn)
+    click.echo(f"synced {index_dir}: added {synced.added_chunks} chunks, removed {synced.removed_chunks}; "
+               f"now holds {len(synced)}", err=True)
 
 
 @index.command("remove")
@@ -249,18 +246,15 @@ def remove(index_dir: str, sources: tuple[str, ...]) -> None:
       meteora-edge index remove notes.idx notes/old-plan.md
       meteora-edge index remove notes.idx notes/archive/
     """
-    current = _local_index(index_dir, "remove")
-    left = current.remove(list(sources))  # type: ignore[attr-defined]
-    removed = left.removed_chunks if isinstance(left, LocalIndex) else left
-    click.echo(f"removed {removed} chunks from {index_dir}; it now holds {len(left if isinstance(left, LocalIndex) else current)}",
-               err=True)
+    left = _local_index(index_dir, "remove").remove(list(sources))
+    click.echo(f"removed {left.removed_chunks} chunks from {index_dir}; it now holds {len(left)}", err=True)
 
 
 @index.command("compact")
 @click.argument("index_dir", metavar="INDEX")
 def compact(index_dir: str) -> None:
     """Write a local INDEX again as one segment, dropping removed chunks (updates do this past a threshold)."""
-    compacted = LocalIndex.load(index_dir, verify=True).compact()
+    compacted = _local_index(index_dir, "compact").compact()
     click.echo(f"compacted {index_dir}: {len(compacted)} chunks in one segment", err=True)
 
 
