@@ -8,6 +8,9 @@ One version of an index is a generation folder (see :mod:`meteora_edge.index.gen
     chunk_offsets.npy    byte offset of every line, so records load on demand
     bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
     ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
+    sources.json         format 3: the source table (see :mod:`meteora_edge.index.sources`)
+    delta_*, deleted.npy format 3: chunks added since the base files and removed ids
+                         (see :mod:`meteora_edge.index.segments` and :mod:`meteora_edge.index.updates`)
 
 :meth:`LocalIndex.build` and :meth:`LocalIndex.add` hold the index's writer lock while
 they read its state and write a new generation, so concurrent writers queue up and none
@@ -30,17 +33,17 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
-from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
+from ..models.bm25 import BM25_VOCAB, BM25Index
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts
 from .corpus import SourceDocument
-from .manifest import (REQUIRED_FILES, ANN_FILE, DELETED_FILE, DELTA_FILES, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, SOURCES_FILE,
-                       parse_strict_json)
-from .segments import CombinedBM25, DeltaSegment
-from .sources import SourceEntry, decode_table, group_by_source, table_from_records
-from .updates import UpdatePlan, addition, apply_update, plan_add
+from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
+                       SOURCES_FILE)
+from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
+from .sources import SourceEntry, decode_table, group_by_source, is_under, matching_sources, table_from_records
+from .updates import UpdatePlan, addition, apply_update, build_table, plan_add
 from .chunking import count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
@@ -104,10 +107,10 @@ class LocalIndex:
                                           where=str(where / "vectors.npy"))
             self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
                                     where=str(where / "chunk_offsets.npy"))
-            _check_offsets(self.offsets, self._chunk_bytes, chunks, where)
+            check_offsets(self.offsets, self._chunk_bytes, chunks, where)
             self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
                              if "analyzer" in manifest else LEGACY_ANALYZER)
-            base_bm25 = _read_bm25(handles, "", where, self.analyzer)
+            base_bm25 = read_bm25(handles, "", where, self.analyzer)
             if base_bm25.n_docs != base:
                 raise LocalIndexError(f"index {where}: BM25 covers {base_bm25.n_docs} chunks, vectors {base}; "
                                       "rebuild it")
@@ -115,7 +118,7 @@ class LocalIndex:
         self.base_bm25 = base_bm25
         self.delta = DeltaSegment.empty(self.dimension, base_bm25)
         if segments["delta"]:
-            self.delta = _read_delta(handles, manifest, segments["delta"], dim, where, self.analyzer)
+            self.delta = read_delta(handles, manifest, segments["delta"], dim, where, self.analyzer)
         self.deleted = np.zeros(0, dtype=np.int64)
         if segments["deleted"]:
             self.deleted = read_npy(handles[DELETED_FILE], dtype=np.dtype("<i8"), shape=(segments["deleted"],),
@@ -237,7 +240,7 @@ class LocalIndex:
         texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
-        table = _build_table(documents, counts)
+        table = build_table(documents, counts)
         record = bundle_record(bundle)
         vectors = embed_batches(encoder, texts, batch_size, progress)
         if not isinstance(analyzer, Analyzer):
@@ -276,18 +279,19 @@ class LocalIndex:
         allow_duplicates: bool = False,
         lock_timeout: float | None = None,
     ) -> LocalIndex:
-        """Append documents to the index at ``self.root``; return the new version, opened.
+        """Add documents to the index at ``self.root`` by source; return the new version, opened.
 
-        Under the writer lock the index is opened again, so the documents are chunked
-        like, numbered after and appended to the version current at that moment (which
-        may be newer than ``self``), never to a stale copy. Documents that version already
-        holds (every chunk's text has a stored chunk's sha256) are left out unless
-        ``allow_duplicates``; when none is left, that version is returned and nothing is written.
-        The returned version's ``added_chunks`` and ``added_documents`` say what this call wrote
-        (0 when another writer had added the same documents first).
-        An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
-        lists it was trained on; rebuild after the corpus has changed a lot). ``lock_timeout``
-        is as in :meth:`build`.
+        Under the writer lock the version current at that moment (which may be newer than
+        ``self``) is planned against, never a stale copy. Each document's source (its file, see
+        :mod:`meteora_edge.index.sources`) decides: an unchanged source is left out, a changed one
+        **replaces** its old chunks, a new one is added less the documents whose text the index
+        holds already. With ``allow_duplicates`` every document is appended to its source. When
+        nothing changes, that version is returned and nothing is written. The returned version's
+        ``added_chunks``, ``added_documents``, ``removed_chunks`` and ``left_out_documents`` say
+        what this call wrote (0 when another writer had added the same documents first).
+        The new chunks go to the delta segment (see :mod:`meteora_edge.index.segments`): an
+        ANN structure keeps covering the base and the delta is searched exactly beside it
+        until a compaction. ``lock_timeout`` is as in :meth:`build`.
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
@@ -319,7 +323,7 @@ class LocalIndex:
         def plan(base: LocalIndex) -> UpdatePlan:
             keys: set[str] = set()
             for name in sources:
-                found = _matching_sources(base.sources, name)
+                found = matching_sources(base.sources, name)
                 if not found:
                     raise InputError(f"{name} is not a source of the index at {base.root} (nothing was removed)")
                 keys |= found
@@ -377,7 +381,7 @@ class LocalIndex:
                 out.add.append(addition(key, docs, states.get(key)))
             scope = [os.path.abspath(p) for p in paths if os.fspath(p) != "-"]
             for key in table:
-                if key not in listed and any(_under(key, root) for root in scope):
+                if key not in listed and any(is_under(key, root) for root in scope):
                     out.remove.add(key)
             return out
 
@@ -601,63 +605,3 @@ def _write(
         writer.write_bytes(ANN_FILE, ann_bytes)
     writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})
-
-
-def _build_table(documents: Sequence[SourceDocument], counts: Sequence[int]) -> dict[str, SourceEntry]:
-    """The source table of a build: each source's documents and the chunk ids they made."""
-    from .sources import text_hash
-
-    at, per_document = 0, {}
-    for document, n in zip(documents, counts):
-        per_document[id(document)] = (text_hash(document.text), at, at + n)
-        at += n
-    table = {}
-    for key, docs in group_by_source(documents).items():
-        made = addition(key, docs)
-        ranges = tuple(r for r in (per_document[id(d)] for d in docs) if r[1] < r[2])
-        if ranges:
-            table[key] = SourceEntry(key, made.label, made.size, made.mtime_ns, made.sha256, ranges)
-    return table
-
-
-def _under(key: str, root: str) -> bool:
-    return key == root or key.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def _matching_sources(table: dict[str, SourceEntry], name: str) -> set[str]:
-    """The keys ``name`` names: a key, a record label, a path (absolute or relative), or a folder holding sources."""
-    path = os.path.abspath(name)
-    return {key for key, entry in table.items() if key == name or entry.label == name or _under(key, path)}
-
-
-def _check_offsets(offsets: np.ndarray, size: int, chunks: BinaryIO, where: Path) -> None:
-    if (
-        offsets[0] != 0
-        or np.any(np.diff(offsets) <= 0)
-        or offsets[-1] >= size
-        or os.pread(chunks.fileno(), 1, size - 1) != b"\n"
-    ):
-        raise LocalIndexError(f"chunk offsets in {where} do not fit chunks.jsonl; rebuild the index")
-
-
-def _read_bm25(handles: dict[str, BinaryIO], prefix: str, where: Path, analyzer: Analyzer) -> BM25Index:
-    arrays = [read_npy(handles[prefix + n], dtype=t, shape=None, mmap=True, where=str(where / (prefix + n)))
-              for n, t in BM25_ARRAYS]
-    vocab = parse_strict_json(handles[prefix + BM25_VOCAB].read(), str(where / (prefix + BM25_VOCAB)), max_bytes=None)
-    return BM25Index.from_stored(vocab, *arrays, where=str(where), analyzer=analyzer)
-
-
-def _read_delta(handles: dict[str, BinaryIO], manifest: dict[str, Any], count: int, dim: int, where: Path,
-                analyzer: Analyzer) -> DeltaSegment:
-    vectors_name, chunks_name, offsets_name = DELTA_FILES[:3]
-    vectors = read_npy(handles[vectors_name], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
-                       where=str(where / vectors_name))
-    offsets = read_npy(handles[offsets_name], dtype=np.dtype("<i8"), shape=(count,), mmap=False,
-                       where=str(where / offsets_name))
-    size = manifest["files"][chunks_name]["size"]
-    _check_offsets(offsets, size, handles[chunks_name], where)
-    bm25 = _read_bm25(handles, "delta_", where, analyzer)
-    if bm25.n_docs != count:
-        raise LocalIndexError(f"index {where}: the delta's BM25 covers {bm25.n_docs} chunks, its vectors {count}; "
-                              "rebuild it")
-    return DeltaSegment(np.asarray(vectors), offsets, handles[chunks_name], size, bm25)

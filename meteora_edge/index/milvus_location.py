@@ -44,7 +44,6 @@ PASSWORD_ENV = "METEORA_EDGE_MILVUS_PASSWORD"
 _SERVER = re.compile(r"(?:(?P<user>[A-Za-z0-9_.\-]{1,128})@)?(?P<host>(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):\d{1,5})"
                      r"(?:/(?P<db>[A-Za-z_][A-Za-z0-9_]{0,254})?)?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):(\d{1,5})")
 _SCHEMES = {"milvus": "http", "milvus+http": "http", "milvus+https": "https"}
 _FORMS = ("milvus://PATH.db (Milvus Lite), milvus://HOST:PORT or milvus+https://HOST:PORT (a server), "
           "each with an optional ?collection=NAME")

@@ -19,14 +19,19 @@ from __future__ import annotations
 import os
 import weakref
 from collections.abc import Sequence
-from typing import BinaryIO
+from pathlib import Path
+from typing import Any, BinaryIO
 
 import numpy as np
 
-from ..models.bm25 import BM25Index
+from ..errors import LocalIndexError
+from ..models.analyzer import Analyzer
+from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
+from .manifest import DELTA_FILES, parse_strict_json
+from .snapshot import read_npy
 from ..models.vectors import top_k_indices
 
-__all__ = ["CombinedBM25", "DeltaSegment", "needs_compaction", "COMPACT_MIN_CHUNKS", "COMPACT_FRACTION"]
+__all__ = ["CombinedBM25", "DeltaSegment", "check_offsets", "read_bm25", "read_delta", "needs_compaction", "COMPACT_MIN_CHUNKS", "COMPACT_FRACTION"]
 
 #: An update compacts once the delta plus removed chunks exceed this many chunks ...
 COMPACT_MIN_CHUNKS = 2048
@@ -160,3 +165,36 @@ class DeltaSegment:
     def chunk_bytes(self) -> bytes:
         """Every record line, as stored."""
         return os.pread(self._chunks.fileno(), self.size, 0) if self._chunks is not None else b""
+
+
+def check_offsets(offsets: np.ndarray, size: int, chunks: BinaryIO, where: Path) -> None:
+    if (
+        offsets[0] != 0
+        or np.any(np.diff(offsets) <= 0)
+        or offsets[-1] >= size
+        or os.pread(chunks.fileno(), 1, size - 1) != b"\n"
+    ):
+        raise LocalIndexError(f"chunk offsets in {where} do not fit chunks.jsonl; rebuild the index")
+
+
+def read_bm25(handles: dict[str, BinaryIO], prefix: str, where: Path, analyzer: Analyzer) -> BM25Index:
+    arrays = [read_npy(handles[prefix + n], dtype=t, shape=None, mmap=True, where=str(where / (prefix + n)))
+              for n, t in BM25_ARRAYS]
+    vocab = parse_strict_json(handles[prefix + BM25_VOCAB].read(), str(where / (prefix + BM25_VOCAB)), max_bytes=None)
+    return BM25Index.from_stored(vocab, *arrays, where=str(where), analyzer=analyzer)
+
+
+def read_delta(handles: dict[str, BinaryIO], manifest: dict[str, Any], count: int, dim: int, where: Path,
+                analyzer: Analyzer) -> DeltaSegment:
+    vectors_name, chunks_name, offsets_name = DELTA_FILES[:3]
+    vectors = read_npy(handles[vectors_name], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
+                       where=str(where / vectors_name))
+    offsets = read_npy(handles[offsets_name], dtype=np.dtype("<i8"), shape=(count,), mmap=False,
+                       where=str(where / offsets_name))
+    size = manifest["files"][chunks_name]["size"]
+    check_offsets(offsets, size, handles[chunks_name], where)
+    bm25 = read_bm25(handles, "delta_", where, analyzer)
+    if bm25.n_docs != count:
+        raise LocalIndexError(f"index {where}: the delta's BM25 covers {bm25.n_docs} chunks, its vectors {count}; "
+                              "rebuild it")
+    return DeltaSegment(np.asarray(vectors), offsets, handles[chunks_name], size, bm25)

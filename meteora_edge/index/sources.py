@@ -26,7 +26,7 @@ from .corpus import SourceDocument
 from .manifest import parse_strict_json
 
 __all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "group_by_source", "file_state",
-           "encode_table", "decode_table", "table_from_records"]
+           "encode_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
 
 _TABLE_FORMAT = "meteora-edge-sources"
 
@@ -170,3 +170,14 @@ def table_from_records(records: Iterable[dict[str, Any]]) -> dict[str, SourceEnt
             documents.append([None, record["id"], record["id"] + 1, record["source"]])
     return {key: SourceEntry(key, label, None, None, None, tuple((h, lo, hi) for h, lo, hi, _ in documents))
             for key, (label, documents) in ranges.items()}
+
+
+def is_under(key: str, root: str) -> bool:
+    """Whether the path ``key`` is ``root`` or inside it."""
+    return key == root or key.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def matching_sources(table: dict[str, SourceEntry], name: str) -> set[str]:
+    """The keys ``name`` names: a key, a record label, a path (absolute or relative), or a folder holding sources."""
+    path = os.path.abspath(name)
+    return {key for key, entry in table.items() if key == name or entry.label == name or is_under(key, path)}

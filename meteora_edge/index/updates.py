@@ -40,7 +40,7 @@ from .sources import SourceEntry, content_hash, encode_table, file_state, group_
 if TYPE_CHECKING:
     from .local_index import LocalIndex
 
-__all__ = ["SourceAddition", "UpdatePlan", "addition", "plan_add", "apply_update", "write_chunks"]
+__all__ = ["SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "apply_update", "write_chunks"]
 
 _READ_BATCH = 4096
 
@@ -273,3 +273,17 @@ def _compact(writer: GenerationWriter, base: LocalIndex, manifest: dict[str, Any
     _finish(writer, manifest, len(kept), 0, np.zeros(0, dtype=np.int64), renumbered)
     return renumbered
 
+
+def build_table(documents: Sequence[SourceDocument], counts: Sequence[int]) -> dict[str, SourceEntry]:
+    """The source table of a build: each source's documents and the chunk ids they made."""
+    at, per_document = 0, {}
+    for document, n in zip(documents, counts):
+        per_document[id(document)] = (text_hash(document.text), at, at + n)
+        at += n
+    table = {}
+    for key, docs in group_by_source(documents).items():
+        made = addition(key, docs)
+        ranges = tuple(r for r in (per_document[id(d)] for d in docs) if r[1] < r[2])
+        if ranges:
+            table[key] = SourceEntry(key, made.label, made.size, made.mtime_ns, made.sha256, ranges)
+    return table
