@@ -274,6 +274,14 @@ class GenerationWriter:
         """
         target = self.folder / name
         try:
+            info = os.lstat(source)
+        except OSError as exc:
+            raise LocalIndexError(f"cannot read {source} ({exc.strerror or exc}); rebuild the index") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise LocalIndexError(f"{source} is not a regular file; rebuild the index")
+        if info.st_size != entry["size"]:
+            raise LocalIndexError(f"{source} has the wrong size (truncated or replaced); rebuild the index")
+        try:
             os.link(source, target)
         except OSError:
             with open(source, "rb") as raw, self.stream(name) as out:

@@ -47,7 +47,7 @@ from .updates import UpdatePlan, addition, apply_update, build_table, plan_add
 from .chunking import count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
-from .snapshot import Snapshot, open_snapshot, read_npy
+from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..selection.stages import top_k_indices
@@ -404,8 +404,7 @@ class LocalIndex:
         if encoder is not None:
             self._check_encoder(encoder)
         with writer_lock(self.root, create=False, timeout=resolve_lock_timeout(lock_timeout)):
-            base = self if self.generation is not None and live_generation(self.root) == self.generation else (
-                LocalIndex.load(self.root, encoder=encoder, verify=False))
+            base = self if self._still_current() else LocalIndex.load(self.root, encoder=encoder, verify=False)
             plan = make_plan(base)
             if plan.empty():
                 base.left_out_documents = plan.left_out
@@ -419,6 +418,16 @@ class LocalIndex:
             grown.added_chunks, grown.added_documents, grown.removed_chunks = added, documents, removed
             grown.left_out_documents = plan.left_out
             return grown
+
+    def _still_current(self) -> bool:
+        """Whether the pointer still names this version and its manifest still reads the same (then an
+        update plans against it without opening the index again; the files it links are checked as linked)."""
+        if self.generation is None or live_generation(self.root) != self.generation:
+            return False
+        try:
+            return bool(json.loads(read_small_file(self.folder / MANIFEST)) == self.manifest)
+        except (OSError, ValueError):
+            return False
 
     # ----------------------------------------------------------------- reading
     @classmethod
