@@ -170,18 +170,20 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id, bulk=True)
     check_encoder(current, encoder, index_dir)
+    if isinstance(current, LocalIndex):  # the plan is made under the writer lock, against the current version
+        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
+            grown = current.add(documents, encoder, batch_size=batch_size, progress=progress,
+                                allow_duplicates=allow_duplicates)
+        replaced = f", replacing {grown.removed_chunks} chunks of changed files" if grown.removed_chunks else ""
+        note = (f"; {grown.left_out_documents} document(s) already in the index were left out"
+                if grown.left_out_documents else "")
+        click.echo(f"read {_counts(documents, skipped)}; added {grown.added_chunks} chunks{replaced}{note}; "
+                   f"{index_dir} now holds {len(grown)}", err=True)
+        return
     fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
     known = len(documents) - len(fresh)
     added, total = 0, len(current)
-    if fresh and isinstance(current, LocalIndex):  # add() checks again under the writer lock
-        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
-            grown = current.add(fresh, encoder, batch_size=batch_size, progress=progress,
-                                allow_duplicates=allow_duplicates)
-        added = grown.added_chunks  # what this command wrote, not what the last writer wrote
-        if not allow_duplicates:  # another writer may have added some of them meanwhile
-            known = len(documents) - grown.added_documents
-        total = len(grown)
-    elif fresh:
+    if fresh:
         with progress_reporter(progress_mode, "embedding", "chunks") as progress:
             added = current.add(fresh, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
                                 allow_duplicates=True)
@@ -189,6 +191,82 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     note = f"; {known} document(s) already in the index were left out" if known else ""
     click.echo(f"read {_counts(documents, skipped)}; added {added} chunks{note}; {index_dir} now holds {total}",
                err=True)
+
+
+def _local_index(index_dir: str, command: str) -> LocalIndex:
+    from meteora_edge.index.milvus_location import is_milvus_url
+
+    if is_milvus_url(index_dir):
+        raise InputError(f"index {command} works on a local index folder; a Milvus collection follows its files "
+                         "only through 'index add' (or a rebuild) for now")
+    return LocalIndex.load(index_dir, verify=False)
+
+
+@index.command("sync")
+@click.argument("index_dir", metavar="INDEX")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+@_strict_option
+@_follow_links_option
+@bundle_option
+@threads_option
+@precision_option
+@cache_option
+@progress_option
+def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool, follow_links: bool,
+         bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+    """Make INDEX follow the files and folders given: add new files, replace changed ones, remove deleted ones.
+
+    Only files whose size or modification time changed are read again; a renamed or copied
+    file re-uses its stored vectors. Sources outside the folders given are left alone, and
+    index folders are never read. The change costs time in proportion to the chunks it
+    touches (a delta segment, compacted later; see 'index compact').
+
+    \b
+    Examples:
+      meteora-edge index sync notes.idx notes/
+      meteora-edge index sync notes.idx notes/ more-notes/today.md
+    """
+    current = _local_index(index_dir, "sync")
+    bundle = index_bundle(current, bundle, index_dir)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    check_encoder(current, encoder, index_dir)
+    skipped = 0
+
+    def warn(path: Path, reason: str) -> None:
+        nonlocal skipped
+        skipped += 1
+        label = path_label(path)
+        click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
+
+    with progress_reporter(progress_mode, "embedding", "chunks") as progress:
+        synced = current.sync(list(inputs), encoder, batch_size=batch_size, progress=progress, strict=strict,
+                              follow_links=follow_links, on_skip=warn)
+    click.echo(f"synced {index_dir}: added {synced.added_chunks} chunks, removed {synced.removed_chunks}; "
+               f"now holds {len(synced)}", err=True)
+
+
+@index.command("remove")
+@click.argument("index_dir", metavar="INDEX")
+@click.argument("sources", nargs=-1, required=True)
+def remove(index_dir: str, sources: tuple[str, ...]) -> None:
+    """Remove the chunks of SOURCES (file paths as indexed, or folders: every source under them) from INDEX.
+
+    \b
+    Examples:
+      meteora-edge index remove notes.idx notes/old-plan.md
+      meteora-edge index remove notes.idx notes/archive/
+    """
+    left = _local_index(index_dir, "remove").remove(list(sources))
+    click.echo(f"removed {left.removed_chunks} chunks from {index_dir}; it now holds {len(left)}", err=True)
+
+
+@index.command("compact")
+@click.argument("index_dir", metavar="INDEX")
+def compact(index_dir: str) -> None:
+    """Write a local INDEX again as one segment, dropping removed chunks (updates do this past a threshold)."""
+    compacted = _local_index(index_dir, "compact").compact()
+    click.echo(f"compacted {index_dir}: {len(compacted)} chunks in one segment", err=True)
 
 
 @index.command("info")

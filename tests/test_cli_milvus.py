@@ -64,9 +64,9 @@ def _run(*args: str):
     (["index", "build", "DOCS", "--uri", "TMP/x.db"], "a local index needs --out"),
     (["index", "build", "DOCS", "--backend", "milvus", "--uri", "TMP/no/such/x.db"], "does not exist"),
     (["index", "info", "milvus://nowhere"], "names neither a Milvus Lite database"),
-    (["index", "info", "milvus://TMP/missing.db"], "no collection 'missing'"),
+    (["index", "info", "milvus://TMP/missing.db"], "missing.db does not exist; build one with"),
     (["select", "--index", "milvus://TMP/y.db?collection=no-pe", "-q", "x"], "not valid"),
-    (["select", "--index", "milvus://TMP/y.db", "-q", "x"], "no collection 'y'"),
+    (["select", "--index", "milvus://TMP/y.db", "-q", "x"], "y.db does not exist; build one with"),
 ])
 def test_bad_milvus_inputs_are_one_line(tmp_path, args, message):
     mapping = {"DOCS": str(EXAMPLES / "corpus"), "TMP": str(tmp_path)}

@@ -22,7 +22,8 @@ from .chunking import iter_chunks
 from .corpus import SourceDocument
 from .vector_spool import VectorSpool
 
-__all__ = ["Progress", "record_line", "chunk_records", "embed_batches", "embed_into", "length_order", "finite"]
+__all__ = ["Progress", "record_line", "chunk_records", "chunk_documents", "embed_batches", "embed_into", "length_order",
+           "finite"]
 
 Progress = Callable[[int, int], None]
 
@@ -67,8 +68,18 @@ def chunk_records(
     documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
 ) -> tuple[Sequence[str], list[bytes]]:
     """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
+    texts, lines, _ = chunk_documents(documents, start_id, chunk_size, overlap)
+    return texts, lines
+
+
+def chunk_documents(
+    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+) -> tuple[Sequence[str], list[bytes], list[int]]:
+    """:func:`chunk_records`, plus how many chunks each document made (in order)."""
     lines: list[bytes] = []
+    counts: list[int] = []
     for document in documents:
+        counts.append(-len(lines))
         for chunk in iter_chunks([document.text], chunk_size, overlap):
             lines.append(record_line({
                 "id": start_id + len(lines),
@@ -80,7 +91,8 @@ def chunk_records(
                 "metadata": document.metadata,
                 "file": document.file,
             }))
-    return _RecordTexts(lines), lines
+        counts[-1] += len(lines)
+    return _RecordTexts(lines), lines, counts
 
 
 def length_order(texts: Sequence[str]) -> np.ndarray:

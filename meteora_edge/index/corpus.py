@@ -24,7 +24,7 @@ from ..documents import document_text
 from ..errors import InputError
 from ..fileio import STDIN, STDIN_LABEL, is_stdin, read_json_or_jsonl, read_text_file
 
-__all__ = ["SourceDocument", "read_documents", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
+__all__ = ["SourceDocument", "read_documents", "read_changed", "is_index_folder", "path_label", "TEXT_SUFFIXES", "JSON_SUFFIXES", "SkipHandler"]
 
 logger = logging.getLogger(__name__)
 
@@ -97,6 +97,23 @@ def _link_reason(found: Path, roots: Sequence[str], follow_links: bool) -> str |
     return None
 
 
+_INDEX_FOLDER = "a meteora-edge index folder (index folders are never read as input)"
+
+
+def is_index_folder(folder: Path) -> bool:
+    """Whether ``folder`` is (or is a generation of) a meteora-edge index: its ``manifest.json`` says
+    so, or it carries a generation's marker file. Such folders are never read as input."""
+    for name in ("manifest.json", ".meteora-edge-generation"):
+        try:
+            with open(folder / name, "rb") as handle:
+                head = handle.read(4096)
+        except OSError:
+            continue
+        if b'"meteora-edge-index"' in head:
+            return True
+    return False
+
+
 def _children(folder: Path, skip: SkipHandler) -> Iterator[Path]:
     """The entries of ``folder`` that are not hidden, sorted by name (a folder that cannot be read is skipped)."""
     try:
@@ -129,7 +146,10 @@ def _walk(folder: Path, skip: SkipHandler, follow_links: bool) -> Iterator[Path]
             skip(found, f"cannot read it ({exc.strerror or exc})")
             continue
         if stat.S_ISDIR(mode):
-            stack.append(_children(found, skip))
+            if is_index_folder(found):
+                skip(found, _INDEX_FOLDER)
+            else:
+                stack.append(_children(found, skip))
             continue
         if stat.S_ISLNK(mode):
             reason = _link_reason(found, roots, follow_links)
@@ -152,7 +172,9 @@ def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler, follow_l
             yield STDIN
             continue
         path = Path(raw)
-        if path.is_dir():
+        if path.is_dir() and is_index_folder(path):
+            skip(path, _INDEX_FOLDER)
+        elif path.is_dir():
             yield from _walk(path, skip, follow_links)
         elif path.suffix.lower() == ".pdf" and path.is_file():
             skip(path, _PDF)
@@ -180,6 +202,60 @@ def read_documents(
     strict: bool = False,
     on_skip: SkipHandler | None = None,
     follow_links: bool = False,
+) -> list[SourceDocument]:
+    """Read every document from files and folders (searched recursively); see :func:`_read_documents`."""
+    return _read_documents(paths, strict=strict, on_skip=on_skip, follow_links=follow_links)
+
+
+def read_changed(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    unchanged: Callable[[str, tuple[int, int]], bool],
+    strict: bool = False,
+    on_skip: SkipHandler | None = None,
+    follow_links: bool = False,
+) -> tuple[list[SourceDocument], set[str], dict[str, tuple[int, int]]]:
+    """Read the files under ``paths`` that changed (for ``index sync``).
+
+    Every file is listed and stat-ed first; ``unchanged(absolute path, (size, mtime_ns))``
+    says which need not be read again. Nothing to read is not an error.
+
+    Returns:
+        ``(documents read, absolute paths of every file listed, (size, mtime_ns) of each file read)``.
+    """
+    listed: set[str] = set()
+    states: dict[str, tuple[int, int]] = {}
+
+    def wanted(path: Path | str) -> bool:
+        if is_stdin(path):
+            return True
+        key = os.path.abspath(path)
+        try:
+            info = os.stat(path)
+        except OSError:
+            return True  # reading it reports why
+        state = (info.st_size, info.st_mtime_ns)
+        listed.add(key)
+        if unchanged(key, state):
+            return False
+        states[key] = state
+        return True
+
+    documents = _read_documents(paths, strict=strict, on_skip=on_skip, follow_links=follow_links, wanted=wanted,
+                                allow_empty=True)
+    read = {os.path.abspath(d.file) for d in documents if d.file is not None}
+    unreadable = {key for key in states if key not in read}
+    return documents, listed - unreadable, states
+
+
+def _read_documents(
+    paths: Sequence[str | os.PathLike[str]],
+    *,
+    strict: bool = False,
+    on_skip: SkipHandler | None = None,
+    follow_links: bool = False,
+    wanted: Callable[[Path | str], bool] | None = None,
+    allow_empty: bool = False,
 ) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
 
@@ -221,6 +297,8 @@ def read_documents(
 
     documents: list[SourceDocument] = []
     for path in _expand(paths, skip, follow_links):
+        if wanted is not None and not wanted(path):
+            continue
         try:
             found = _file_documents(path)
         except InputError as exc:
@@ -230,7 +308,7 @@ def read_documents(
             documents += found
         else:
             skip(path, "it holds no text")
-    if not documents:
+    if not documents and not allow_empty:
         first = f"; skipped {len(skipped)} file(s), first {path_label(skipped[0][0])}: {skipped[0][1]}" if skipped else ""
         raise InputError(f"the inputs hold no text to index{first}")
     return documents

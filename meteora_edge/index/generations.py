@@ -56,7 +56,7 @@ from .snapshot import read_small_file
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..fileio import give_normal_permissions
 
-__all__ = ["WRITER_LOCK", "GENERATION_MARKER", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
+__all__ = ["live_generation", "WRITER_LOCK", "GENERATION_MARKER", "DEFAULT_LOCK_TIMEOUT", "LOCK_TIMEOUT_ENV", "lock_timeout", "target_state", "writer_lock", "GenerationWriter", "new_generation"]
 
 logger = logging.getLogger(__name__)
 
@@ -265,6 +265,32 @@ class GenerationWriter:
         with self.stream(name) as out:
             out.write(data)
 
+    def link(self, name: str, source: Path, entry: dict[str, Any]) -> None:
+        """Carry the unchanged file ``source`` (of the live generation) into this one as ``name``.
+
+        A hard link costs nothing whatever the file's size, and the old generation's removal leaves
+        the data in place; where links are refused (some network or FAT file systems) the file is copied.
+        ``entry`` is its recorded size and sha256, kept as they are.
+        """
+        target = self.folder / name
+        try:
+            info = os.lstat(source)
+        except OSError as exc:
+            raise LocalIndexError(f"cannot read {source} ({exc.strerror or exc}); rebuild the index") from None
+        if not stat.S_ISREG(info.st_mode):
+            raise LocalIndexError(f"{source} is not a regular file; rebuild the index")
+        if info.st_size != entry["size"]:
+            raise LocalIndexError(f"{source} has the wrong size (truncated or replaced); rebuild the index")
+        try:
+            os.link(source, target)
+        except OSError:
+            with open(source, "rb") as raw, self.stream(name) as out:
+                shutil.copyfileobj(raw, out)  # type: ignore[misc]
+            if self.files[name] != entry:
+                raise LocalIndexError(f"{source} changed while it was copied; the index there is unchanged")
+            return
+        self.files[name] = dict(entry)
+
     def finish(self, manifest: dict[str, Any]) -> None:
         """Write the generation's manifest (with the file list) and fsync the folders."""
         missing = sorted(set(generation_files(manifest)) - set(self.files))
@@ -302,6 +328,14 @@ def _live_generation(root: Path) -> str | None:
     try:
         return check_pointer(data, str(root / MANIFEST))
     except LocalIndexError:  # a format-1 manifest (no generation) or a damaged pointer
+        return None
+
+
+def live_generation(root: Path) -> str | None:
+    """The generation the pointer of ``root`` names now (None: format 1, no pointer, or unreadable)."""
+    try:
+        return _live_generation(root)
+    except OSError:
         return None
 
 

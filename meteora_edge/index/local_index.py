@@ -8,6 +8,9 @@ One version of an index is a generation folder (see :mod:`meteora_edge.index.gen
     chunk_offsets.npy    byte offset of every line, so records load on demand
     bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
     ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
+    sources.json         format 3: the source table (see :mod:`meteora_edge.index.sources`)
+    delta_*, deleted.npy format 3: chunks added since the base files and removed ids
+                         (see :mod:`meteora_edge.index.segments` and :mod:`meteora_edge.index.updates`)
 
 :meth:`LocalIndex.build` and :meth:`LocalIndex.add` hold the index's writer lock while
 they read its state and write a new generation, so concurrent writers queue up and none
@@ -30,17 +33,21 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
-from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
+from ..models.bm25 import BM25_VOCAB, BM25Index
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
 from .bundle_record import bundle_record
-from .chunk_records import Progress, chunk_records, embed_batches, embed_into, finite, record_line
-from .content_hashes import source_counts, unseen_documents
+from .chunk_records import Progress, chunk_documents, embed_into
+from .content_hashes import source_counts
 from .corpus import SourceDocument
-from .manifest import ANN_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, parse_strict_json
+from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
+                       SOURCES_FILE)
+from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
+from .sources import SourceEntry, decode_table, group_by_source, is_under, matching_sources, table_from_records
+from .updates import UpdatePlan, addition, apply_update, build_table, plan_add
 from .chunking import count_words
-from .generations import GenerationWriter, new_generation, target_state, writer_lock
+from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
-from .snapshot import Snapshot, open_snapshot, read_npy
+from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
 from .vector_spool import VectorSpool, spool_folder
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
@@ -68,49 +75,108 @@ class LocalIndex:
         'Either party may terminate'
     """
 
-    def __init__(self, snapshot: Snapshot) -> None:
-        """Build the arrays from an opened snapshot (use :meth:`load`)."""
+    def __init__(self, snapshot: Snapshot, previous: LocalIndex | None = None) -> None:
+        """Build the arrays from an opened snapshot (use :meth:`load`); the base segment of ``previous``
+        is re-used when this version links the same base files (what an update writes)."""
         manifest, handles, where = snapshot.manifest, snapshot.handles, snapshot.folder
         count, dim = manifest["count"], manifest["encoder"]["dimension"]
+        segments = manifest.get("segments") or {"base": count, "delta": 0, "deleted": 0}
+        base = segments["base"]
         self.root = snapshot.root
+        self.folder = where
         self.generation = snapshot.generation
         #: What the :meth:`add` call that returned this version wrote (0 and 0 for any other version).
         self.added_chunks = 0
         self.added_documents = 0
+        #: Chunks the write that returned this version removed (replaced or deleted sources), and documents left out.
+        self.removed_chunks = 0
+        self.left_out_documents = 0
         self.manifest = manifest
-        self.vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(count, dim), mmap=True,
-                                where=str(where / "vectors.npy"))
-        self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(count,), mmap=False,
-                                where=str(where / "chunk_offsets.npy"))
+        self.dimension = int(dim)
+        self.base_count, self.id_count = int(base), int(count)
+        same_base = previous is not None and previous.base_count == base and all(
+            previous.manifest["files"].get(name) == manifest["files"][name]
+            for name in (*REQUIRED_FILES, *((ANN_FILE,) if "ann" in manifest else ())))
         chunks: BinaryIO = handles["chunks.jsonl"]
         self._chunk_bytes = manifest["files"]["chunks.jsonl"]["size"]
-        if (
-            self.offsets[0] != 0
-            or np.any(np.diff(self.offsets) <= 0)
-            or self.offsets[-1] >= self._chunk_bytes
-            or os.pread(chunks.fileno(), 1, self._chunk_bytes - 1) != b"\n"
-        ):
-            raise LocalIndexError(f"chunk offsets in {where} do not fit chunks.jsonl; rebuild the index")
-        arrays = [read_npy(handles[n], dtype=t, shape=None, mmap=True, where=str(where / n)) for n, t in BM25_ARRAYS]
-        vocab = parse_strict_json(handles[BM25_VOCAB].read(), str(where / BM25_VOCAB), max_bytes=None)
-        self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
-                         if "analyzer" in manifest else LEGACY_ANALYZER)
-        self.bm25 = BM25Index.from_stored(vocab, *arrays, where=str(where), analyzer=self.analyzer)
-        if self.bm25.n_docs != count:
-            raise LocalIndexError(f"index {where}: BM25 covers {self.bm25.n_docs} chunks, vectors {count}; rebuild it")
+        if same_base:
+            assert previous is not None
+            self._base_vectors, self.offsets, self.analyzer = previous._base_vectors, previous.offsets, previous.analyzer
+            base_bm25 = previous.base_bm25
+        else:
+            self._base_vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(base, dim), mmap=True,
+                                          where=str(where / "vectors.npy"))
+            self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
+                                    where=str(where / "chunk_offsets.npy"))
+            check_offsets(self.offsets, self._chunk_bytes, chunks, where)
+            self.analyzer = (analyzer_from_record(manifest["analyzer"], where=f"index {where}", error=LocalIndexError)
+                             if "analyzer" in manifest else LEGACY_ANALYZER)
+            base_bm25 = read_bm25(handles, "", where, self.analyzer)
+            if base_bm25.n_docs != base:
+                raise LocalIndexError(f"index {where}: BM25 covers {base_bm25.n_docs} chunks, vectors {base}; "
+                                      "rebuild it")
+        #: The base segment's own BM25 (its statistics alone); :attr:`bm25` scores the whole index.
+        self.base_bm25 = base_bm25
+        self.delta = DeltaSegment.empty(self.dimension, base_bm25)
+        if segments["delta"]:
+            self.delta = read_delta(handles, manifest, segments["delta"], dim, where, self.analyzer)
+        self.deleted = np.zeros(0, dtype=np.int64)
+        if segments["deleted"]:
+            self.deleted = read_npy(handles[DELETED_FILE], dtype=np.dtype("<i8"), shape=(segments["deleted"],),
+                                    mmap=False, where=str(where / DELETED_FILE))
+            if np.any(np.diff(self.deleted) <= 0) or self.deleted[0] < 0 or self.deleted[-1] >= count:
+                raise LocalIndexError(f"{where / DELETED_FILE} is corrupt (ids not sorted or outside the index); "
+                                      "rebuild the index")
+        self._live = None if not len(self.deleted) else np.ones(count, dtype=bool)
+        if self._live is not None:
+            self._live[self.deleted] = False
+        self.bm25: BM25Index | CombinedBM25 = base_bm25
+        if segments["delta"] or segments["deleted"]:
+            self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
+        self._sources: dict[str, SourceEntry] | None = None
+        self._sources_raw = handles[SOURCES_FILE].read() if SOURCES_FILE in handles else None  # parsed when asked
         self.ann: AnnIndex | None = None
-        if "ann" in manifest:
-            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=count, dimension=dim,
+        if same_base:
+            assert previous is not None
+            self.ann = previous.ann
+        elif "ann" in manifest:
+            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=base, dimension=dim,
                                 where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
-        self._check_chunking(where)
+        if not same_base:
+            self._check_chunking(where)
+
+    @property
+    def vectors(self) -> np.ndarray:
+        """Every stored chunk's vector, removed ones included (the base segment's are memory-mapped)."""
+        if not len(self.delta):
+            return self._base_vectors
+        return np.concatenate([np.asarray(self._base_vectors), self.delta.vectors])
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]:
+        """The source table: key (absolute path) → :class:`~meteora_edge.index.sources.SourceEntry`.
+
+        An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
+        """
+        if self._sources is None and self._sources_raw is not None:
+            self._sources = decode_table(self._sources_raw, str(self.folder / SOURCES_FILE), count=self.id_count)
+        if self._sources is None:
+            self._sources = table_from_records(
+                r for lo in range(0, self.id_count, 4096)
+                for r in self.stored_records(range(lo, min(lo + 4096, self.id_count))))
+        return self._sources
+
+    def live_ids(self) -> np.ndarray:
+        """The ids of the chunks that were not removed, in order."""
+        return np.arange(self.id_count) if self._live is None else np.flatnonzero(self._live)
 
     def _check_chunking(self, where: Path) -> None:
         """The manifest's chunk_size must hold the first and last stored chunks (a cheap check that
         it was not edited: add chunks new documents with it)."""
         size = self.manifest["chunking"]["chunk_size"]
-        for record in self.records(sorted({0, len(self) - 1})):
+        for record in self.stored_records(sorted({0, self.base_count - 1})):
             words = count_words(record["text"])
             if words > size:
                 raise LocalIndexError(
@@ -118,7 +184,8 @@ class LocalIndex:
                     f"{words} words; rebuild the index")
 
     def __len__(self) -> int:
-        return int(self.vectors.shape[0])
+        """The number of chunks (removed ones excluded; ids run to :attr:`id_count`)."""
+        return self.id_count - int(len(self.deleted))
 
     @property
     def encoder_id(self) -> str:
@@ -171,9 +238,10 @@ class LocalIndex:
             raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
+        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
+        table = build_table(documents, counts)
         record = bundle_record(bundle)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
@@ -194,13 +262,14 @@ class LocalIndex:
                 "analyzer": analyzer.record(),
                 "created": _now(),
                 "last_write": {"op": "build", "chunks": len(lines)},
+                "segments": {"base": len(lines), "delta": 0, "deleted": 0},
                 **({"ann": entry} if ann is not None else {}),
             }
             with writer_lock(target, create=True, timeout=wait):
                 if target_state(target) == "index" and not overwrite:  # another build got there first
                     raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
                 with new_generation(target) as writer:
-                    _write(writer, manifest, vectors, lines, None, bm25, ann_bytes)
+                    _write(writer, manifest, vectors, lines, bm25, ann_bytes, table)
                 return cls.load(target, encoder=encoder, verify=False)
 
     def add(
@@ -213,70 +282,161 @@ class LocalIndex:
         allow_duplicates: bool = False,
         lock_timeout: float | None = None,
     ) -> LocalIndex:
-        """Append documents to the index at ``self.root``; return the new version, opened.
+        """Add documents to the index at ``self.root`` by source; return the new version, opened.
 
-        Under the writer lock the index is opened again, so the documents are chunked
-        like, numbered after and appended to the version current at that moment (which
-        may be newer than ``self``), never to a stale copy. Documents that version already
-        holds (every chunk's text has a stored chunk's sha256) are left out unless
-        ``allow_duplicates``; when none is left, that version is returned and nothing is written.
-        The returned version's ``added_chunks`` and ``added_documents`` say what this call wrote
-        (0 when another writer had added the same documents first).
-        An ANN structure, if the index has one, receives the new vectors (an IVF keeps the
-        lists it was trained on; rebuild after the corpus has changed a lot). ``lock_timeout``
-        is as in :meth:`build`.
+        Under the writer lock the version current at that moment (which may be newer than
+        ``self``) is planned against, never a stale copy. Each document's source (its file, see
+        :mod:`meteora_edge.index.sources`) decides: an unchanged source is left out, a changed one
+        **replaces** its old chunks, a new one is added less the documents whose text the index
+        holds already. With ``allow_duplicates`` every document is appended to its source. When
+        nothing changes, that version is returned and nothing is written. The returned version's
+        ``added_chunks``, ``added_documents``, ``removed_chunks`` and ``left_out_documents`` say
+        what this call wrote (0 when another writer had added the same documents first).
+        The new chunks go to the delta segment (see :mod:`meteora_edge.index.segments`): an
+        ANN structure keeps covering the base and the delta is searched exactly beside it
+        until a compaction. ``lock_timeout`` is as in :meth:`build`.
 
         Raises:
             InputError: the documents hold no text, or bad text or metadata.
             LocalIndexError: another encoder built the index, the index is damaged, or it
                 cannot be written (then it stays as it was).
         """
-        self._check_encoder(encoder)
+        def plan(base: LocalIndex) -> UpdatePlan:
+            return plan_add(base, documents, allow_duplicates=allow_duplicates)
+
+        if not documents and allow_duplicates:
+            raise InputError("the documents hold no text to add")
+        return self._update(plan, encoder, batch_size=batch_size, progress=progress, lock_timeout=lock_timeout,
+                            require_text=True)
+
+    def remove(self, sources: Sequence[str], *, lock_timeout: float | None = None) -> LocalIndex:
+        """Remove every chunk of the named sources; return the new version, opened.
+
+        A source is named by its file's path (absolute, or relative to the current folder), by the
+        label its records carry (the path as it was given), or by a folder: every source under it.
+        The chunks stay stored (marked removed) until the next compaction.
+
+        Raises:
+            InputError: a name that matches no source of the index, or removing every chunk.
+            LocalIndexError: the index cannot be written (it stays as it was).
+        """
+        if not sources:
+            raise InputError("name at least one source to remove")
+
+        def plan(base: LocalIndex) -> UpdatePlan:
+            keys: set[str] = set()
+            for name in sources:
+                found = matching_sources(base.sources, name)
+                if not found:
+                    raise InputError(f"{name} is not a source of the index at {base.root} (nothing was removed)")
+                keys |= found
+            return UpdatePlan("remove", remove=keys)
+
+        return self._update(plan, None, batch_size=64, progress=None, lock_timeout=lock_timeout)
+
+    def sync(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        encoder: EncoderLike,
+        *,
+        batch_size: int = 64,
+        progress: Progress | None = None,
+        strict: bool = False,
+        follow_links: bool = False,
+        on_skip: Any = None,
+        lock_timeout: float | None = None,
+    ) -> LocalIndex:
+        """Make the index follow the files and folders in ``paths``; return the new version, opened.
+
+        New files are added, changed ones replaced, and the sources under ``paths`` whose file is
+        gone (or holds no usable text any more) removed. A file whose size and modification time
+        match the source table is not read again; one that was touched but reads the same only gets
+        its time updated. A renamed or copied file re-uses the stored vectors of the same text.
+        Index folders are never read (see :func:`~meteora_edge.index.corpus.read_changed`).
+        The returned version's ``added_chunks``, ``added_documents`` and ``removed_chunks`` say what
+        changed; when nothing did, the current version is returned and nothing is written.
+
+        Raises:
+            InputError: a named path is missing, a file cannot be read with ``strict``, or the
+                sync would leave no chunk.
+            LocalIndexError: another encoder built the index, or it cannot be written.
+        """
+        from .corpus import read_changed
+        from .sources import content_hash
+
+        def plan(base: LocalIndex) -> UpdatePlan:
+            table = base.sources
+
+            def unchanged(key: str, state: tuple[int, int]) -> bool:
+                entry = table.get(key)
+                return entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
+
+            documents, listed, states = read_changed(paths, unchanged=unchanged, strict=strict, on_skip=on_skip,
+                                                     follow_links=follow_links)
+            out = UpdatePlan("sync")
+            for key, docs in group_by_source(documents).items():
+                entry = table.get(key)
+                if entry is not None and entry.sha256 == content_hash(docs):
+                    out.touch[key] = states.get(key, (None, None))
+                    continue
+                if entry is not None:
+                    out.remove.add(key)
+                out.add.append(addition(key, docs, states.get(key)))
+            scope = [os.path.abspath(p) for p in paths if os.fspath(p) != "-"]
+            for key in table:
+                if key not in listed and any(is_under(key, root) for root in scope):
+                    out.remove.add(key)
+            return out
+
+        return self._update(plan, encoder, batch_size=batch_size, progress=progress, lock_timeout=lock_timeout)
+
+    def compact(self, *, lock_timeout: float | None = None) -> LocalIndex:
+        """Write the index again as one segment without its removed chunks (ids renumbered).
+
+        Updates do this on their own once the delta and the removed chunks pass a threshold
+        (see :func:`~meteora_edge.index.segments.needs_compaction`). Returns the new version, opened.
+        """
+        return self._update(lambda base: UpdatePlan("compact"), None, batch_size=64, progress=None,
+                            lock_timeout=lock_timeout)
+
+    def _update(self, make_plan: Any, encoder: EncoderLike | None, *, batch_size: int, progress: Progress | None,
+                lock_timeout: float | None, require_text: bool = False) -> LocalIndex:
+        """Under the writer lock: open the current version, plan against it, write the plan."""
+        if not isinstance(batch_size, int) or batch_size < 1:
+            raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        if encoder is not None:
+            self._check_encoder(encoder)
         with writer_lock(self.root, create=False, timeout=resolve_lock_timeout(lock_timeout)):
-            base = LocalIndex.load(self.root, encoder=encoder)
-            if not allow_duplicates:
-                documents = unseen_documents(base, documents)
-                if not documents:
-                    return base  # everything is in the index already: nothing to write
-            chunking = base.manifest["chunking"]
-            texts, lines = chunk_records(documents, len(base), chunking["chunk_size"], chunking["overlap"])
-            if not lines:
+            base = self if self._still_current() else LocalIndex.load(self.root, encoder=encoder, verify=False)
+            plan = make_plan(base)
+            if plan.empty():
+                base.left_out_documents = plan.left_out
+                return base  # nothing changed: nothing to write
+            if require_text and not plan.add and not plan.remove:
                 raise InputError("the documents hold no text to add")
-            new_vectors = embed_batches(encoder, texts, batch_size, progress)
-            vectors = np.concatenate([np.asarray(base.vectors), new_vectors])
-            bm25 = base.bm25.extend_texts(texts)  # analysed as the index's first chunks were
-            manifest = {
-                **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
-                **({"analyzer": base.manifest["analyzer"]} if "analyzer" in base.manifest else {}),
-                "format_version": INDEX_FORMAT_VERSION,
-                "last_write": {"op": "add", "chunks": len(lines)},
-                **({"ann": base.manifest["ann"]} if base.ann is not None else {}),
-            }
-            ann_bytes = base.ann.extended(new_vectors) if base.ann is not None else None
-            with new_generation(self.root) as writer:
-                _write(writer, manifest, vectors, lines, base, bm25, ann_bytes)
-            grown = LocalIndex.load(self.root, encoder=encoder, verify=False)
-            grown.added_chunks, grown.added_documents = len(lines), len(documents)
+            added, documents, removed, table = apply_update(base, plan, encoder, batch_size=batch_size,
+                                                            progress=progress)
+            grown = LocalIndex.load(self.root, encoder=encoder, verify=False, previous=base)
+            grown._sources = table
+            grown.added_chunks, grown.added_documents, grown.removed_chunks = added, documents, removed
+            grown.left_out_documents = plan.left_out
             return grown
 
-    def _copy_records(self, out: Any) -> np.ndarray:
-        """Write this version's chunk lines to ``out`` (from the open file); return their offsets."""
-        fd = self._chunks.fileno()
-        if self.manifest["format_version"] >= 2:
-            for start in range(0, self._chunk_bytes, _COPY_BLOCK):
-                out.write(os.pread(fd, min(_COPY_BLOCK, self._chunk_bytes - start), start))
-            return np.asarray(self.offsets, dtype=np.int64)
-        offsets = []  # format 1: rewrite each record with the sha256 of its text, as valid JSON
-        for start in range(0, len(self), 4096):
-            for record in self.records(range(start, min(start + 4096, len(self)))):
-                offsets.append(out.size)
-                out.write(record_line(finite(record)))
-        return np.asarray(offsets, dtype=np.int64)
+    def _still_current(self) -> bool:
+        """Whether the pointer still names this version and its manifest still reads the same (then an
+        update plans against it without opening the index again; the files it links are checked as linked)."""
+        if self.generation is None or live_generation(self.root) != self.generation:
+            return False
+        try:
+            return bool(json.loads(read_small_file(self.folder / MANIFEST)) == self.manifest)
+        except (OSError, ValueError):
+            return False
 
     # ----------------------------------------------------------------- reading
     @classmethod
     def load(
-        cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True
+        cls, path: str | os.PathLike[str], *, encoder: EncoderLike | None = None, verify: bool = True,
+        previous: LocalIndex | None = None,
     ) -> LocalIndex:
         """Open the current version of an index, checking it thoroughly.
 
@@ -290,7 +450,7 @@ class LocalIndex:
         """
         snapshot = open_snapshot(Path(path), verify=verify)
         try:
-            index = cls(snapshot)
+            index = cls(snapshot, previous)
         finally:
             snapshot.close()  # the arrays stay mapped and the chunk file open through a duplicate
         if encoder is not None:
@@ -306,16 +466,33 @@ class LocalIndex:
             )
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
-        """The stored chunk records for ``ids``, read from this version's open chunk file."""
+        """The stored chunk records for ``ids``, read from this version's open chunk files.
+
+        Raises:
+            InputError: an id outside the index, or of a removed chunk.
+        """
+        ids = [int(i) for i in ids]
+        if self._live is not None:
+            for i in ids:
+                if 0 <= i < self.id_count and not self._live[i]:
+                    raise InputError(f"chunk id {i} was removed from the index (its source was replaced or removed)")
+        return self.stored_records(ids)
+
+    def stored_records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
+        """:meth:`records`, removed chunks included (they stay stored until a compaction)."""
         out = []
         fd = self._chunks.fileno()
         for i in map(int, ids):
-            if not 0 <= i < len(self):
-                raise InputError(f"chunk id {i} is outside the index (0..{len(self) - 1})")
-            start = int(self.offsets[i])
-            end = int(self.offsets[i + 1]) if i + 1 < len(self) else self._chunk_bytes
+            if not 0 <= i < self.id_count:
+                raise InputError(f"chunk id {i} is outside the index (0..{self.id_count - 1})")
+            if i < self.base_count:
+                start = int(self.offsets[i])
+                end = int(self.offsets[i + 1]) if i + 1 < self.base_count else self._chunk_bytes
+                raw = os.pread(fd, end - start, start)
+            else:
+                raw = self.delta.line(i - self.base_count)
             try:
-                record = json.loads(os.pread(fd, end - start, start))
+                record = json.loads(raw)
             except ValueError:
                 record = None
             if not isinstance(record, dict) or record.get("id") != i or not isinstance(record.get("text"), str):
@@ -340,18 +517,24 @@ class LocalIndex:
             InputError: a query of another dimension, or ``exact=False`` on an index without ANN.
         """
         q = normalize_rows(np.asarray(query_vector, dtype=np.float32).reshape(1, -1))[0]
-        if q.shape[0] != self.vectors.shape[1]:
-            raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.vectors.shape[1]}")
+        if q.shape[0] != self.dimension:
+            raise InputError(f"query vector has dimension {q.shape[0]}, the index {self.dimension}")
         if exact is False and self.ann is None:
             raise InputError(f"index {self.root} has no ANN structure; rebuild it with 'index build --ann ivf'")
         if self.ann is not None and (exact is False or (exact is None and len(self) >= EXACT_BELOW)):
-            candidates = self.ann.candidates(q, k)
-            scores = np.asarray(self.vectors[candidates] @ q)
-            best = top_k_indices(scores, k)
-            return candidates[best], scores[best]
-        scores = np.asarray(self.vectors @ q)
+            candidates = self.ann.candidates(q, k + len(self.deleted))
+            candidates = np.concatenate([candidates, np.arange(self.base_count, self.id_count)])
+            scores = np.asarray(self.vectors_for(candidates, include_removed=True) @ q)
+        else:
+            candidates = None
+            scores = np.asarray(self._base_vectors @ q)
+            if len(self.delta):
+                scores = np.concatenate([scores, self.delta.vectors @ q])
+        if self._live is not None:
+            scores[~self._live[candidates if candidates is not None else slice(None)]] = -np.inf
         best = top_k_indices(scores, k)
-        return best, scores[best]
+        best = best[np.isfinite(scores[best])]
+        return (candidates[best] if candidates is not None else best), scores[best]
 
     def bm25_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
         """BM25 over the whole index: the ``k`` best chunk ids with a positive score."""
@@ -361,9 +544,21 @@ class LocalIndex:
         """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
         return self.bm25.text_scores_for(text, ids)
 
-    def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
-        """The L2-normalised vectors of ``ids`` (float32, read from the memory-mapped file)."""
-        return np.asarray(self.vectors[list(ids)], dtype=np.float32)
+    def vectors_for(self, ids: Sequence[int], *, include_removed: bool = False) -> np.ndarray:
+        """The L2-normalised vectors of ``ids`` (float32; the base segment's are read from the mapped file)."""
+        wanted = np.asarray(list(ids) if not isinstance(ids, (range, np.ndarray)) else ids, dtype=np.int64)
+        if isinstance(ids, range) and ids == range(self.id_count) and not len(self.delta):
+            return np.asarray(self._base_vectors, dtype=np.float32)
+        if wanted.size and (wanted.min() < 0 or wanted.max() >= self.id_count):
+            bad = int(wanted[(wanted < 0) | (wanted >= self.id_count)][0])
+            raise InputError(f"chunk id {bad} is outside the index (0..{self.id_count - 1})")
+        if not include_removed and self._live is not None and not self._live[wanted].all():
+            raise InputError(f"chunk id {int(wanted[~self._live[wanted]][0])} was removed from the index")
+        out = np.empty((wanted.size, self.dimension), dtype=np.float32)
+        in_base = wanted < self.base_count
+        out[in_base] = self._base_vectors[wanted[in_base]]
+        out[~in_base] = self.delta.vectors[wanted[~in_base] - self.base_count]
+        return out
 
     def info(self) -> dict[str, Any]:
         """A summary: path, version, counts, encoder, chunking, dates and size in bytes.
@@ -371,13 +566,18 @@ class LocalIndex:
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        files, documents = source_counts(self)
+        if self._sources_raw is not None or len(self.deleted):  # the source table, when stored, counts without reading
+            files = len(self.sources) or None
+            documents = sum(len(e.documents) for e in self.sources.values()) or None
+        else:
+            files, documents = source_counts(self)
         return {
             "path": str(self.root),
             "format_version": self.manifest["format_version"],
             "generation": self.generation,
             "chunks": len(self),
             "sources": files,
+            "segments": self.manifest.get("segments"),
             "documents": documents,
             "encoder": self.manifest["encoder"],
             "chunking": self.manifest["chunking"],
@@ -396,26 +596,28 @@ def _write(
     manifest: dict[str, Any],
     vectors: np.ndarray | VectorSpool,
     lines: list[bytes],
-    base: LocalIndex | None,
     bm25: BM25Index,
     ann_bytes: bytes | None,
+    table: dict[str, SourceEntry],
 ) -> None:
-    """Write one generation: the base version's chunks (if any) followed by ``lines`` (and the ANN structure)."""
-    if isinstance(vectors, VectorSpool):
+    """Write the generation of a build: one base segment (and the ANN structure) and its source table."""
+    from .sources import encode_table
+
+    if isinstance(vectors, VectorSpool):  # a build streams its vectors from the spool file
         with writer.stream("vectors.npy") as out:
             vectors.write_npy(out)
     else:
         writer.write_array("vectors.npy", vectors)
     with writer.stream("chunks.jsonl") as out:
-        old = base._copy_records(out) if base is not None else np.zeros(0, dtype=np.int64)
-        new = []
+        offsets = []
         for line in lines:
-            new.append(out.size)
+            offsets.append(out.size)
             out.write(line)
-    writer.write_array("chunk_offsets.npy", np.concatenate([old, np.asarray(new, dtype=np.int64)]))
+    writer.write_array("chunk_offsets.npy", np.asarray(offsets, dtype=np.int64))
     for name, array in bm25.arrays().items():
         writer.write_array(name, array)
     writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
     if ann_bytes is not None:
         writer.write_bytes(ANN_FILE, ann_bytes)
+    writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})

@@ -25,6 +25,9 @@ __all__ = [
     "MANIFEST",
     "REQUIRED_FILES",
     "ANN_FILE",
+    "SOURCES_FILE",
+    "DELTA_FILES",
+    "DELETED_FILE",
     "generation_files",
     "GENERATION_NAME",
     "MAX_MANIFEST_BYTES",
@@ -34,11 +37,18 @@ __all__ = [
 ]
 
 INDEX_FORMAT = "meteora-edge-index"
-INDEX_FORMAT_VERSION = 2
+INDEX_FORMAT_VERSION = 3
 MANIFEST = "manifest.json"
 REQUIRED_FILES = ("vectors.npy", "chunks.jsonl", "chunk_offsets.npy", *(n for n, _ in BM25_ARRAYS), BM25_VOCAB)
 #: The optional ANN structure (format 2 only), present exactly when the manifest has an ``ann`` entry.
 ANN_FILE = "ann.faiss"
+#: Format 3: the source table (see :mod:`meteora_edge.index.sources`), in every generation.
+SOURCES_FILE = "sources.json"
+#: Format 3: the chunks written since the base files were (see :mod:`meteora_edge.index.segments`).
+DELTA_FILES = ("delta_vectors.npy", "delta_chunks.jsonl", "delta_chunk_offsets.npy",
+               *(f"delta_{n}" for n, _ in BM25_ARRAYS), f"delta_{BM25_VOCAB}")
+#: Format 3: the sorted ids of removed chunks, until a compaction drops them.
+DELETED_FILE = "deleted.npy"
 _ANN_FACTORY = re.compile(r"(IVF[1-9]\d{0,5}|HNSW[1-9]\d{0,2}),SQ8")
 GENERATION_NAME = re.compile(r"gen-(\d{6,12})-[0-9a-f]{8}")
 MAX_MANIFEST_BYTES = 1 << 20
@@ -128,11 +138,11 @@ class _Record:
 
 _FILE_ENTRY = _Object({"sha256": _Text(64, _SHA256), "size": _Integer(0, 1 << 50)})
 _STAMP = _Text(64)
-_POINTER = _Object({
+_POINTERS = {version: _Object({
     "format": _Const(INDEX_FORMAT),
-    "format_version": _Const(INDEX_FORMAT_VERSION),
+    "format_version": _Const(version),
     "generation": _Text(40, GENERATION_NAME),
-})
+}) for version in (2, 3)}
 _V1_FIELDS: dict[str, Any] = {
     "format": _Const(INDEX_FORMAT),
     "format_version": _Const(1),
@@ -158,11 +168,28 @@ _MANIFESTS: dict[int, _Object] = {
         "analyzer": _Record(),
     }),
 }
+_V3_OPS = ("build", "add", "sync", "remove", "compact")
+_MANIFESTS[3] = _Object({
+    **_MANIFESTS[2].fields,
+    "format_version": _Const(3),
+    "last_write": _Object({"op": _OneOf(_V3_OPS), "chunks": _Integer(0, 1 << 40)}),
+    # base + delta == count; deleted counts the ids in deleted.npy (present exactly when it is > 0)
+    "segments": _Object({"base": _Integer(1, 1 << 40), "delta": _Integer(0, 1 << 40),
+                         "deleted": _Integer(0, 1 << 40)}),
+    "files": _Object({name: _FILE_ENTRY for name in (*REQUIRED_FILES, SOURCES_FILE)},
+                     {ANN_FILE: _FILE_ENTRY, DELETED_FILE: _FILE_ENTRY, **{n: _FILE_ENTRY for n in DELTA_FILES}}),
+}, _MANIFESTS[2].optional)
 
 
 def generation_files(manifest: dict[str, Any]) -> tuple[str, ...]:
-    """The files a (checked) manifest lists: :data:`REQUIRED_FILES`, and :data:`ANN_FILE` with an ANN."""
-    return (*REQUIRED_FILES, ANN_FILE) if "ann" in manifest else REQUIRED_FILES
+    """The files a (checked) manifest lists: :data:`REQUIRED_FILES`, and :data:`ANN_FILE` with an ANN;
+    format 3 adds :data:`SOURCES_FILE`, :data:`DELTA_FILES` with a delta and :data:`DELETED_FILE` with deletions."""
+    names = (*REQUIRED_FILES, ANN_FILE) if "ann" in manifest else REQUIRED_FILES
+    segments = manifest.get("segments")
+    if segments is None:
+        return names
+    return (*names, SOURCES_FILE, *(DELTA_FILES if segments["delta"] else ()),
+            *((DELETED_FILE,) if segments["deleted"] else ()))
 
 
 def _refuse_constant(name: str) -> Any:
@@ -208,13 +235,14 @@ def _timestamp(value: str, at: str) -> datetime:
 
 
 def check_pointer(data: Any, where: str) -> str:
-    """The generation a format-2 pointer names.
+    """The generation a format-2 or format-3 pointer names.
 
     Raises:
         LocalIndexError: the pointer does not match its schema.
     """
     try:
-        _POINTER.check(data, "pointer")
+        version = data.get("format_version") if isinstance(data, dict) else None
+        _POINTERS[version if version in _POINTERS else INDEX_FORMAT_VERSION].check(data, "pointer")
     except _Bad as exc:
         raise LocalIndexError(f"{where} is corrupt: {exc}; rebuild the index") from None
     return str(data["generation"])
@@ -250,6 +278,16 @@ def check_manifest(data: Any, where: str, *, version: int) -> dict[str, Any]:
             raise _Bad(f"manifest.last_write.chunks ({last['chunks']}) is more than manifest.count ({data['count']})")
         if last is not None and last["op"] == "build" and last["chunks"] != data["count"]:
             raise _Bad(f"manifest.last_write is a build of {last['chunks']} chunks, but manifest.count is {data['count']}")
+        segments = data.get("segments")
+        if segments is not None:
+            if segments["base"] + segments["delta"] != data["count"]:
+                raise _Bad(f"manifest.segments ({segments['base']} + {segments['delta']}) do not add up to "
+                           f"manifest.count ({data['count']})")
+            if segments["deleted"] >= data["count"]:
+                raise _Bad(f"manifest.segments.deleted ({segments['deleted']}) must be below manifest.count")
+            if set(data["files"]) != set(generation_files(data)):
+                raise _Bad("manifest.files must list the delta files exactly with a delta, and deleted.npy "
+                           "exactly with deletions")
         if ("ann" in data) != (ANN_FILE in data["files"]):
             raise _Bad(f"manifest.files must list {ANN_FILE} exactly when manifest.ann is given")
         if "ann" in data and not data["ann"]["factory"].startswith(data["ann"]["kind"].upper()):

@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import json
 import logging
+import os
 import re
 import secrets
 from collections.abc import Sequence
@@ -192,6 +193,10 @@ class MilvusIndex:
             CollectionError: unreachable, no such collection, not written by meteora-edge, a
                 newer format, a schema that is not ours, or built by another encoder.
         """
+        if client is None and location.lite and not os.path.lexists(location.uri):
+            # connecting would create an empty database folder: a command that only reads creates nothing
+            raise CollectionError(f"the Milvus Lite database {location.uri} does not exist; build one with "
+                                  f"'meteora-edge index build --backend milvus --uri {location.uri} …'")
         client = client or connect(location)
         try:
             _restore_switch(client, location)

@@ -5,14 +5,16 @@ Two kinds of location, one code path (pymilvus's ``MilvusClient``):
 * **Milvus Lite** — a local database folder whose name ends in ``.db`` (pymilvus's rule),
   e.g. ``./corpus.db``; the ``milvus-lite`` package runs the engine inside this process.
   One process at a time may open a Lite database (it holds a file lock).
-* **A Milvus server or cluster** — ``http://host:19530`` (or ``https://…``); a token, when
-  the server asks for one, comes from ``METEORA_EDGE_MILVUS_TOKEN`` (``user:password`` or an
-  API key).
+* **A Milvus server or cluster** — ``http://host:19530`` (or ``https://…``), optionally with a
+  user and a database: ``http://reader@host:19530/notes``. The secret never appears in a URI,
+  a log or a message: a token (an API key, or ``user:password``) comes from
+  ``METEORA_EDGE_MILVUS_TOKEN``, a user's password from ``METEORA_EDGE_MILVUS_PASSWORD``.
 
 ``select --index`` names an index by one string, a ``milvus://`` URL:
 ``milvus://./corpus.db`` or ``milvus:///abs/corpus.db`` (Lite: the part after ``milvus://``
 ends in ``.db``), ``milvus://host:19530`` (a server over http), ``milvus+https://host:443``
-(over https); ``?collection=NAME`` picks the collection. The default collection is the
+(over https), ``milvus://USER@host:19530/DATABASE`` (a user and a database on a server);
+``?collection=NAME`` picks the collection. The default collection is the
 database's file name without ``.db`` (``corpus``) for Lite, and ``meteora_edge`` on a server.
 
 pymilvus logs every failed call with a traceback on its own stderr handler (logger
@@ -37,8 +39,11 @@ __all__ = [
 
 DEFAULT_COLLECTION = "meteora_edge"
 TOKEN_ENV = "METEORA_EDGE_MILVUS_TOKEN"
+PASSWORD_ENV = "METEORA_EDGE_MILVUS_PASSWORD"
+#: ``[USER@]HOST:PORT[/DATABASE]`` after the scheme of a server URI
+_SERVER = re.compile(r"(?:(?P<user>[A-Za-z0-9_.\-]{1,128})@)?(?P<host>(?:\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):\d{1,5})"
+                     r"(?:/(?P<db>[A-Za-z_][A-Za-z0-9_]{0,254})?)?")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]{0,254}")
-_HOST_PORT = re.compile(r"(\[[0-9A-Fa-f:.]+\]|[A-Za-z0-9][A-Za-z0-9.-]*):(\d{1,5})")
 _SCHEMES = {"milvus": "http", "milvus+http": "http", "milvus+https": "https"}
 _FORMS = ("milvus://PATH.db (Milvus Lite), milvus://HOST:PORT or milvus+https://HOST:PORT (a server), "
           "each with an optional ?collection=NAME")
@@ -50,6 +55,9 @@ class MilvusLocation:
 
     uri: str
     collection: str
+    #: on a server: the database (empty: the server's default) and the user (empty: a token or none)
+    db_name: str = ""
+    user: str = ""
 
     def __post_init__(self) -> None:
         if not _NAME.fullmatch(self.collection):
@@ -66,7 +74,9 @@ class MilvusLocation:
         if self.lite:
             return f"milvus://{self.uri}?collection={self.collection}"
         scheme, rest = self.uri.split("://", 1)
-        return f"{'milvus' if scheme == 'http' else 'milvus+https'}://{rest}?collection={self.collection}"
+        user = f"{self.user}@" if self.user else ""
+        db = f"/{self.db_name}" if self.db_name else ""
+        return f"{'milvus' if scheme == 'http' else 'milvus+https'}://{user}{rest}{db}?collection={self.collection}"
 
 
 def is_milvus_url(text: str) -> bool:
@@ -90,10 +100,16 @@ def milvus_location(uri: str, collection: str | None = None) -> MilvusLocation:
     text = uri.strip()
     if text.lower().startswith(("http://", "https://")):
         scheme, rest = text.split("://", 1)
-        if not _HOST_PORT.fullmatch(rest.rstrip("/")):
-            raise InputError(f"Milvus server URI {uri!r} must be {scheme.lower()}://HOST:PORT, "
+        if ":" in rest.split("@", 1)[0] and "@" in rest:  # USER:PASSWORD@: never echo the URI
+            raise InputError(f"a Milvus server URI must not hold a password; give USER@HOST:PORT and set "
+                             f"{PASSWORD_ENV} (or {TOKEN_ENV})")
+        server = _SERVER.fullmatch(rest.rstrip("/") if rest.count("/") > 1 or rest.endswith("/") else rest)
+        if not server:
+            raise InputError(f"Milvus server URI {uri!r} must be {scheme.lower()}://[USER@]HOST:PORT[/DATABASE], "
                              "e.g. http://localhost:19530")
-        text = f"{scheme.lower()}://{rest.rstrip('/')}"
+        text = f"{scheme.lower()}://{server.group('host')}"
+        return MilvusLocation(text, collection or DEFAULT_COLLECTION, server.group("db") or "",
+                              server.group("user") or "")
     elif "://" in text:
         raise InputError(f"Milvus URI {uri!r}: give a Milvus Lite path ending in .db or http(s)://HOST:PORT")
     elif not text.endswith(".db") or text in (".db", "/.db") or text.endswith("/.db"):
@@ -117,8 +133,8 @@ def parse_milvus_url(url: str) -> MilvusLocation:
     collection = params["collection"][0] if params else None
     if target.endswith(".db") and scheme.lower() == "milvus":
         return milvus_location(os.path.expanduser(target), collection)
-    if _HOST_PORT.fullmatch(target.rstrip("/")):
-        return milvus_location(f"{_SCHEMES[scheme.lower()]}://{target.rstrip('/')}", collection)
+    if "@" in target or _SERVER.fullmatch(target.rstrip("/")):
+        return milvus_location(f"{_SCHEMES[scheme.lower()]}://{target}", collection)
     raise InputError(f"{url!r} names neither a Milvus Lite database (a path ending in .db) nor a server "
                      f"(HOST:PORT); give {_FORMS}")
 
@@ -152,8 +168,12 @@ def connect(location: MilvusLocation, *, timeout: float = 10.0) -> Any:
         if path.exists() and not path.is_dir():
             raise InputError(f"{path} is a file, not a Milvus Lite database folder (databases of milvus-lite 2.x "
                              "cannot be opened; rebuild the index)")
+    secrets = {"token": os.environ.get(TOKEN_ENV, "")}
+    if not location.lite:
+        secrets.update(user=location.user, password=os.environ.get(PASSWORD_ENV, "") if location.user else "",
+                       db_name=location.db_name)
     try:
-        return MilvusClient(uri=location.uri, token=os.environ.get(TOKEN_ENV, ""), timeout=timeout)
+        return MilvusClient(uri=location.uri, timeout=timeout, **secrets)
     except MilvusException as exc:
         if location.lite:
             raise CollectionError(f"cannot open the Milvus Lite database {location.uri} ({_message(exc)}); is another "

@@ -134,11 +134,12 @@ def _open_version(root: Path, pointer: bytes, verify: bool) -> Snapshot:
     version = data.get("format_version")
     if type(version) is int and version > INDEX_FORMAT_VERSION:
         raise LocalIndexError(
-            f"{root} has index format version {version}; this meteora-edge reads up to {INDEX_FORMAT_VERSION}"
+            f"{root} has index format version {version}, written by a newer meteora-edge; this one reads up to "
+            f"{INDEX_FORMAT_VERSION}: upgrade meteora-edge (pip install -U meteora-edge) to open it"
         )
     if version == 1:
         generation, folder, manifest = None, root, check_manifest(data, where, version=1)
-    elif version == INDEX_FORMAT_VERSION:
+    elif version in (2, INDEX_FORMAT_VERSION):
         generation = check_pointer(data, where)
         folder = root / generation
         try:
@@ -147,10 +148,11 @@ def _open_version(root: Path, pointer: bytes, verify: bool) -> Snapshot:
             raise FileNotFoundError(2, "missing", str(folder / MANIFEST)) from None
         except OSError as exc:
             raise LocalIndexError(f"cannot read {folder / MANIFEST}: {exc.strerror or exc}") from None
-        manifest = check_manifest(parse_strict_json(raw, str(folder / MANIFEST)), str(folder / MANIFEST), version=2)
+        manifest = check_manifest(parse_strict_json(raw, str(folder / MANIFEST)), str(folder / MANIFEST),
+                                  version=version)
     else:
         raise LocalIndexError(
-            f"{where} is corrupt: format_version must be 1 or {INDEX_FORMAT_VERSION}, got {version!r:.40}"
+            f"{where} is corrupt: format_version must be 1, 2 or {INDEX_FORMAT_VERSION}, got {version!r:.40}"
         )
     snapshot = Snapshot(root, folder, generation, manifest, {})
     try:

@@ -72,10 +72,13 @@ def test_on_a_tiny_index_ann_and_exact_return_the_same(tmp_path, kind):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_index_add_extends_the_ann(tmp_path, kind):
+def test_index_add_searches_the_new_chunks_beside_the_ann(tmp_path, kind):
+    """An add writes a delta segment: the ANN structure keeps covering the base segment, the delta
+    is searched exactly, and a compaction builds the structure over everything again."""
     index = LocalIndex.build(tmp_path / "ix", _corpus(200), ENC, chunk_size=64, overlap=0, ann=AnnConfig(kind=kind))
     grown = index.add([SourceDocument("new", "zebra quartz xylophone", {})], ENC)
-    assert len(grown) == 201 and len(grown.ann) == 201 and grown.manifest["ann"] == index.manifest["ann"]
+    assert len(grown) == 201 and len(grown.ann) == 200 and grown.manifest["ann"] == index.manifest["ann"]
+    assert len(grown.compact().ann) == 201
     ids, _ = grown.search(ENC.encode(["zebra quartz"])[0], 1, exact=False)
     assert grown.records(ids)[0]["source"] == "new"
     assert LocalIndex.load(tmp_path / "ix").info()["ann"]["kind"] == kind

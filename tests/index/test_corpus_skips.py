@@ -96,7 +96,7 @@ def test_index_add_twice_is_idempotent_unless_duplicates_are_allowed(tmp_path):
     assert forced.exit_code == 0 and json.loads(run("index", "info", str(out)).output)["chunks"] == info["chunks"] + 2
 
 
-def test_a_changed_document_is_added_whole(tmp_path):
+def test_a_changed_document_replaces_its_old_chunks(tmp_path):
     enc = HashingEncoder()
     from meteora_edge.index.corpus import SourceDocument
 
@@ -105,5 +105,6 @@ def test_a_changed_document_is_added_whole(tmp_path):
     assert len(index.add([doc], enc)) == len(index)  # nothing new: the same index back
     changed = SourceDocument("d", "one two three four five seven", {}, "d.txt")
     grown = index.add([changed], enc)
-    assert len(grown) == len(index) + 2  # both chunks of the changed document
-    assert len(grown.add([doc], enc, allow_duplicates=True)) == len(grown) + 2
+    assert len(grown) == len(index) and grown.removed_chunks == 2 and grown.added_chunks == 2
+    assert [r["text"] for r in grown.records(grown.live_ids())] == ["one two three", "four five seven"]
+    assert len(grown.add([doc], enc, allow_duplicates=True)) == len(grown) + 2  # appended to its source

@@ -23,7 +23,10 @@ DOCS = [
     SourceDocument("b", "Fees are payable monthly within thirty days of the invoice.", {}),
 ]
 GENERATION_FILES = ["vectors.npy", "chunks.jsonl", "chunk_offsets.npy", *(n for n, _ in BM25_ARRAYS),
-                    "bm25_vocab.json", "manifest.json"]
+                    "bm25_vocab.json", "sources.json", "manifest.json"]
+#: What an add writes: the delta segment and the source table (the base files are hard-linked, already durable).
+DELTA_WRITES = ["delta_vectors.npy", "delta_chunks.jsonl", "delta_chunk_offsets.npy",
+                *(f"delta_{n}" for n, _ in BM25_ARRAYS), "delta_bm25_vocab.json", "sources.json", "manifest.json"]
 REFUSE = "refusing to touch it; choose another --out"
 
 
@@ -79,14 +82,16 @@ def test_build_fsyncs_every_file_then_the_folders_then_the_pointer(tmp_path, fsy
 
 
 def test_add_fsyncs_the_new_generation_and_the_pointer_but_creates_no_folder(tmp_path, fsyncs):
-    """add writes into the existing folder: no parent fsync, otherwise the same order as a build."""
+    """add writes into the existing folder: no parent fsync; it fsyncs the delta segment it writes (not the
+    base files it links), then the folders and the pointer as a build does."""
     synced, folder_flags = fsyncs
     index = LocalIndex.build(tmp_path / "ix", DOCS[:1], HashingEncoder())
     synced.clear()
     folder_flags.clear()
     grown = index.add(DOCS[1:], HashingEncoder())
     gen = f"ix/{grown.generation}"
-    assert synced[:-2] == [f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
+    assert synced[:-2] == [f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in DELTA_WRITES), gen, "ix"]
+    assert sorted(os.listdir(tmp_path / gen)) == sorted({GENERATION_MARKER, *GENERATION_FILES, *DELTA_WRITES})
     assert _pointer_tmp(synced[-2]) and synced[-1] == "ix"
     assert folder_flags == [os.O_RDONLY | os.O_DIRECTORY] * 3
 
@@ -112,7 +117,7 @@ def test_pointer_bytes(tmp_path):
     """The pointer is indented JSON with sorted keys and a final newline."""
     index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
     assert (tmp_path / "ix" / "manifest.json").read_bytes() == (
-        '{\n  "format": "meteora-edge-index",\n  "format_version": 2,\n'
+        '{\n  "format": "meteora-edge-index",\n  "format_version": 3,\n'
         f'  "generation": "{index.generation}"\n}}\n'
     ).encode()
 

@@ -166,7 +166,7 @@ def test_format1_index_loads_and_the_next_write_migrates_it(tmp_path):
     assert old.generation is None and old.manifest["format_version"] == 1 and len(old) == 9
     texts = [r["text"] for r in old.records(range(len(old)))]
     grown = old.add([SourceDocument("d", "Notices are given in writing.", {})], enc)
-    assert grown.manifest["format_version"] == 2 and grown.manifest["created"] == old.manifest["created"]
+    assert grown.manifest["format_version"] == 3 and grown.manifest["created"] == old.manifest["created"]
     assert sorted(p.name for p in root.iterdir()) == [".writer.lock", grown.generation, "manifest.json"]
     records = grown.records(range(len(grown)))
     assert [r["text"] for r in records[:9]] == texts and records[9]["source"] == "d"

@@ -51,10 +51,11 @@ def _as_format1(root):
     pointer = json.loads((root / "manifest.json").read_text())
     generation = root / pointer["generation"]
     manifest = json.loads((generation / "manifest.json").read_text())
+    del manifest["files"]["sources.json"]
     for name in manifest["files"]:
         shutil.move(str(generation / name), str(root / name))
     shutil.rmtree(generation)
-    del manifest["last_write"], manifest["analyzer"]  # format 1 knows neither
+    del manifest["last_write"], manifest["analyzer"], manifest["segments"]  # format 1 knows none of them
     manifest["format_version"] = 1
     (root / "manifest.json").write_text(json.dumps(manifest))
 
@@ -67,7 +68,7 @@ def test_migrating_a_format1_index_of_more_than_4096_records_keeps_each_once_in_
     assert old.generation is None and len(old) == 4100
     before = old.records(range(len(old)))
     grown = old.add([SourceDocument("d", "Notices", {})], ENC)
-    assert grown.manifest["format_version"] == 2 and len(grown) == 4101
+    assert grown.manifest["format_version"] == 3 and len(grown) == 4101
     after = grown.records(range(len(grown)))
     assert after[:4100] == before
     assert [r["id"] for r in after] == list(range(4101)) and after[4100]["source"] == "d"

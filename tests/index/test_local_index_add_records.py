@@ -257,7 +257,7 @@ def test_add_appends_to_the_current_version_with_the_next_ids(tmp_path):
     assert [r["source"] for r in records[len(second):]] == ["c"] * (len(third) - len(second))
     for key in ("format", "encoder", "chunking", "created"):
         assert third.manifest[key] == first.manifest[key]
-    assert third.manifest["format_version"] == 2
+    assert third.manifest["format_version"] == 3
     assert third.manifest["last_write"] == {"op": "add", "chunks": len(third) - len(second)}
     assert third.manifest["count"] == len(third)
     np.testing.assert_array_equal(np.asarray(third.vectors[: len(second)]), np.asarray(second.vectors))
@@ -266,17 +266,20 @@ def test_add_appends_to_the_current_version_with_the_next_ids(tmp_path):
     assert [r["position"] for r in records[len(second):]] == list(range(len(alone)))
 
 
-def test_add_copies_the_previous_chunks_byte_for_byte(tmp_path):
-    """From a format-2 version the old chunk lines and offsets are copied unchanged."""
+def test_add_links_the_base_files_and_writes_only_the_delta(tmp_path):
+    """An add keeps the base segment's files (hard links, unchanged bytes) and writes the new chunks,
+    numbered after them, to the delta segment; a second add appends to that delta."""
     enc = HashingEncoder()
     first = LocalIndex.build(tmp_path / "ix", DOCS[:2], enc, chunk_size=5, overlap=1)
-    old_chunks = (tmp_path / "ix" / first.generation / "chunks.jsonl").read_bytes()
-    old_offsets = np.asarray(first.offsets)
-    grown = first.add(DOCS[2:], enc)
-    new_chunks = (tmp_path / "ix" / grown.generation / "chunks.jsonl").read_bytes()
-    assert new_chunks.startswith(old_chunks) and len(new_chunks) > len(old_chunks)
-    np.testing.assert_array_equal(np.asarray(grown.offsets[: len(first)]), old_offsets)
-    assert grown.offsets[len(first)] == len(old_chunks)
+    old = {name: (tmp_path / "ix" / first.generation / name).read_bytes() for name in REQUIRED_FILES}
+    grown = first.add(DOCS[2:3], enc)
+    gen = tmp_path / "ix" / grown.generation
+    assert {name: (gen / name).read_bytes() for name in REQUIRED_FILES} == old
+    delta = [json.loads(line) for line in (gen / "delta_chunks.jsonl").read_bytes().splitlines()]
+    assert [r["id"] for r in delta] == list(range(len(first), len(grown))) and {r["source"] for r in delta} == {"c"}
+    again = grown.add([SourceDocument("e", "Late payments accrue interest.", {})], enc)
+    assert [r["source"] for r in again.records(range(len(again)))][len(first):] == ["c"] * len(delta) + ["e"]
+    assert again.manifest["segments"] == {"base": len(first), "delta": len(again) - len(first), "deleted": 0}
 
 
 def test_documents_already_indexed_are_left_out_unless_duplicates_are_allowed(tmp_path):
@@ -368,7 +371,7 @@ def test_add_to_a_large_format1_index_rewrites_every_record_once(tmp_path):
     old = LocalIndex.load(root, encoder=enc)
     assert old.generation is None and old.manifest["format_version"] == 1 and len(old) == 4100
     grown = old.add([SourceDocument("b", "omega", {})], enc)
-    assert grown.manifest["format_version"] == 2 and len(grown) == 4101
+    assert grown.manifest["format_version"] == 3 and len(grown) == 4101
     assert grown.generation.startswith("gen-000001-")  # a format-1 index has no generation to follow
     records = grown.records(range(len(grown)))
     assert [r["id"] for r in records] == list(range(4101))

@@ -154,7 +154,7 @@ POINTER = {"format": "meteora-edge-index", "format_version": 2, "generation": "g
 @pytest.mark.parametrize(("pointer", "complaint"), [
     ({**POINTER, "generation": "gen-3-1f2e3d4c"}, "pointer.generation must be a string matching"),
     ({**POINTER, "generation": "../gen-000003-1f2e3d4c"}, "pointer.generation must be a string matching"),
-    ({**POINTER, "format_version": 1}, "pointer.format_version must be 2, got 1"),
+    ({**POINTER, "format_version": 1}, "pointer.format_version must be 3, got 1"),
     ({k: v for k, v in POINTER.items() if k != "generation"}, "pointer lacks 'generation'"),
     ("gen-000003-1f2e3d4c", "pointer must be an object, got str"),
 ])

@@ -70,13 +70,14 @@ def test_a_pointer_of_another_format_is_not_an_index(root, pointer):
 def test_an_unknown_format_version_is_corrupt(root, version):
     pointer = {**_pointer(root), "format_version": version}
     (root / "manifest.json").write_text(json.dumps(pointer))
-    assert _message(root) == (f"{root / 'manifest.json'} is corrupt: format_version must be 1 or 2, "
+    assert _message(root) == (f"{root / 'manifest.json'} is corrupt: format_version must be 1, 2 or 3, "
                               f"got {version!r}")
 
 
 def test_a_newer_format_version_asks_for_a_newer_reader(root):
-    (root / "manifest.json").write_text(json.dumps({**_pointer(root), "format_version": 3}))
-    assert _message(root) == f"{root} has index format version 3; this meteora-edge reads up to 2"
+    (root / "manifest.json").write_text(json.dumps({**_pointer(root), "format_version": 4}))
+    assert _message(root) == (f"{root} has index format version 4, written by a newer meteora-edge; this one reads "
+                              "up to 3: upgrade meteora-edge (pip install -U meteora-edge) to open it")
 
 
 def test_a_pointer_off_its_schema_names_the_pointer_file(root):

@@ -1,0 +1,183 @@
+"""The source table of a local index (format 3): which chunks each source file holds.
+
+A *source* is a file that was indexed, named by its absolute path (a document given without
+a file, by its id; standard input, by the hash of its text, so each piped text stays). For each
+source the table keeps its size and modification time (so ``index sync`` reads only files
+whose size or time changed), the sha256 of what was read from it (so a touched but unchanged
+file is left alone), and per document the sha256 of its text and the range of chunk ids its
+chunks hold (so a renamed or copied file re-uses its vectors instead of being embedded again).
+
+The table is ``sources.json`` in every format-3 generation; indexes written before it existed
+get one built from their chunk records on their first write (see :func:`table_from_records`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import LocalIndexError
+from ..fileio import STDIN_LABEL
+from .corpus import SourceDocument
+from .manifest import parse_strict_json
+
+__all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "group_by_source", "file_state",
+           "encode_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
+
+_TABLE_FORMAT = "meteora-edge-sources"
+
+
+@dataclass(frozen=True)
+class SourceEntry:
+    """One tracked source.
+
+    Attributes:
+        key: the absolute path of the file (``id:SOURCE_ID`` for a document without a file,
+            ``stdin:SHA256`` for standard input).
+        label: the file as the chunk records name it (the path as given).
+        size, mtime_ns: the file's size and modification time when it was read (``None`` when unknown).
+        sha256: the hash of the documents read from it (``None`` for an index written before
+            sources were tracked: the next sync reads the file again).
+        documents: per document, ``(sha256 of its text, first chunk id, end chunk id)``.
+    """
+
+    key: str
+    label: str
+    size: int | None
+    mtime_ns: int | None
+    sha256: str | None
+    documents: tuple[tuple[str | None, int, int], ...]
+
+    def chunk_ids(self) -> list[int]:
+        return [i for _, lo, hi in self.documents for i in range(lo, hi)]
+
+    def to_json(self) -> dict[str, Any]:
+        return {"key": self.key, "label": self.label, "size": self.size, "mtime_ns": self.mtime_ns,
+                "sha256": self.sha256, "documents": [list(d) for d in self.documents]}
+
+
+def text_hash(text: str) -> str:
+    """The sha256 of a document's text (a lone surrogate is hashed too; the writer refuses it later)."""
+    return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
+
+
+def source_key(document: SourceDocument) -> str:
+    """The key that tracks ``document``'s source (see :class:`SourceEntry`)."""
+    if document.file == STDIN_LABEL:
+        return f"stdin:{text_hash(document.text)}"
+    if document.file is None:
+        return f"id:{document.source_id}"
+    return os.path.abspath(document.file)
+
+
+def content_hash(documents: Sequence[SourceDocument]) -> str:
+    """The sha256 of everything read from one source: each document's id, text and metadata."""
+    digest = hashlib.sha256()
+    for document in documents:
+        item = [document.source_id, document.text, document.metadata]
+        digest.update(json.dumps(item, ensure_ascii=False, sort_keys=True, default=str).encode(errors="surrogatepass"))
+        digest.update(b"\n")
+    return digest.hexdigest()
+
+
+def group_by_source(documents: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
+    """The documents by source key, sources and documents in their order."""
+    groups: dict[str, list[SourceDocument]] = {}
+    for document in documents:
+        groups.setdefault(source_key(document), []).append(document)
+    return groups
+
+
+def file_state(key: str) -> tuple[int | None, int | None]:
+    """``(size, mtime_ns)`` of the file a key names, ``(None, None)`` for other keys or a file that is gone."""
+    if not os.path.isabs(key):
+        return None, None
+    try:
+        info = os.stat(key)
+    except OSError:
+        return None, None
+    return info.st_size, info.st_mtime_ns
+
+
+def encode_table(entries: Iterable[SourceEntry]) -> bytes:
+    """``sources.json``: the entries sorted by key."""
+    rows = [entry.to_json() for entry in sorted(entries, key=lambda e: e.key)]
+    return json.dumps({"format": _TABLE_FORMAT, "sources": rows}, ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+
+
+def _optional_int(value: Any) -> bool:
+    return value is None or (type(value) is int and value >= 0)
+
+
+def decode_table(raw: bytes, where: str, *, count: int) -> dict[str, SourceEntry]:
+    """Parse and check ``sources.json`` (chunk ranges inside ``0..count``, no chunk in two sources).
+
+    Raises:
+        LocalIndexError: not the table, a field of the wrong type, or ranges that overlap or leave the index.
+    """
+    try:
+        data = json.loads(raw.decode("utf-8", "surrogatepass"))
+    except (UnicodeDecodeError, ValueError):
+        parse_strict_json(raw, where, max_bytes=None)  # raises its one-line message
+        raise LocalIndexError(f"{where} is corrupt; rebuild the index") from None
+    bad = LocalIndexError(f"{where} is corrupt (not a source table of this index); rebuild the index")
+    if not isinstance(data, dict) or data.get("format") != _TABLE_FORMAT or not isinstance(data.get("sources"), list):
+        raise bad
+    table: dict[str, SourceEntry] = {}
+    seen = 0
+    for row in data["sources"]:
+        try:
+            documents = tuple((h, lo, hi) for h, lo, hi in row["documents"])
+            entry = SourceEntry(row["key"], row["label"], row["size"], row["mtime_ns"], row["sha256"], documents)
+        except (KeyError, TypeError, ValueError):
+            raise bad from None
+        if (not isinstance(entry.key, str) or not isinstance(entry.label, str) or entry.key in table
+                or not _optional_int(entry.size) or not _optional_int(entry.mtime_ns)
+                or not (entry.sha256 is None or isinstance(entry.sha256, str))
+                or any(not (h is None or isinstance(h, str)) or type(lo) is not int or type(hi) is not int
+                       or not 0 <= lo < hi <= count for h, lo, hi in documents)):
+            raise bad
+        seen += sum(hi - lo for _, lo, hi in documents)
+        table[entry.key] = entry
+    if seen > count:
+        raise bad
+    return table
+
+
+def table_from_records(records: Iterable[dict[str, Any]]) -> dict[str, SourceEntry]:
+    """The table of an index written before sources were tracked, from its records in id order.
+
+    A record's ``file`` (else its metadata's ``source``, else its document id) names the source,
+    taken relative to the current folder; sizes, times and hashes are unknown, so the next
+    ``index sync`` reads each file again (and replaces its chunks if it changed).
+    """
+    from .content_hashes import record_file
+
+    ranges: dict[str, tuple[str, list[list[Any]]]] = {}
+    for record in records:
+        label = str(record_file(record))
+        key = source_key(SourceDocument(str(record["source"]), "", {}, label))
+        _, documents = ranges.setdefault(key, (label, []))
+        last = documents[-1] if documents else None
+        if last is not None and last[3] == record["source"] and last[2] == record["id"]:
+            last[2] += 1
+        else:
+            documents.append([None, record["id"], record["id"] + 1, record["source"]])
+    return {key: SourceEntry(key, label, None, None, None, tuple((h, lo, hi) for h, lo, hi, _ in documents))
+            for key, (label, documents) in ranges.items()}
+
+
+def is_under(key: str, root: str) -> bool:
+    """Whether the path ``key`` is ``root`` or inside it."""
+    return key == root or key.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def matching_sources(table: dict[str, SourceEntry], name: str) -> set[str]:
+    """The keys ``name`` names: a key, a record label, a path (absolute or relative), or a folder holding sources."""
+    path = os.path.abspath(name)
+    return {key for key, entry in table.items() if key == name or entry.label == name or is_under(key, path)}
