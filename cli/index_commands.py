@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 from pathlib import Path
 
 import click
@@ -48,6 +49,14 @@ _strict_option = click.option("--strict", is_flag=True, help="Fail on a file tha
 _follow_links_option = click.option(
     "--follow-links", is_flag=True,
     help="Inside folders, also index symlinked files that point outside the inputs (skipped by default).")
+
+
+def _reading_and_embedding_options(command: Callable[..., Any]) -> Callable[..., Any]:
+    """The options of every command that reads files and embeds them (build, add, sync), in help order."""
+    for option in reversed((_strict_option, _follow_links_option, bundle_option, threads_option, precision_option,
+                            cache_option, progress_option)):
+        command = option(command)
+    return command
 
 
 @click.group()
@@ -95,13 +104,7 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
                    f"Used when the index holds {EXACT_BELOW:,}+ chunks.")
 @click.option("--ann-probe", type=click.IntRange(min=1), default=None,
               help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
-@_strict_option
-@_follow_links_option
-@bundle_option
-@threads_option
-@precision_option
-@cache_option
-@progress_option
+@_reading_and_embedding_options
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
           ann_probe: int | None, strict: bool, follow_links: bool, bundle: str | None, threads: int,
@@ -147,13 +150,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @click.option("--allow-duplicates", is_flag=True, help="Add documents whose content the index already holds.")
-@_strict_option
-@_follow_links_option
-@bundle_option
-@threads_option
-@precision_option
-@cache_option
-@progress_option
+@_reading_and_embedding_options
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
         follow_links: bool, bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
     """Append documents (files, folders, - for stdin) to an index folder or milvus:// collection.
@@ -206,13 +203,7 @@ def _local_index(index_dir: str, command: str) -> LocalIndex:
 @click.argument("index_dir", metavar="INDEX")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
-@_strict_option
-@_follow_links_option
-@bundle_option
-@threads_option
-@precision_option
-@cache_option
-@progress_option
+@_reading_and_embedding_options
 def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool, follow_links: bool,
          bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
     """Make INDEX follow the files and folders given: add new files, replace changed ones, remove deleted ones.
