@@ -66,7 +66,9 @@ if [ -z "$wheel" ]; then
   start=$(date +%s)
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT
-  pip download -q --no-deps --no-binary :all: -d "$tmp" "llama-cpp-python==$version" >&2
+  # --no-binary names the package only: with :all:, preparing the sdist's metadata also built its
+  # build requirements (cmake, ninja) from source, minutes before llama.cpp's own compile began
+  pip download -q --no-deps --no-binary llama-cpp-python -d "$tmp" "llama-cpp-python==$version" >&2
   tar -xzf "$tmp"/llama_cpp_python-"$version".tar.gz -C "$tmp"
   src="$tmp/llama_cpp_python-$version"
   cmake_list="$src/vendor/llama.cpp/ggml/src/CMakeLists.txt"
