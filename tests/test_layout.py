@@ -37,7 +37,8 @@ def _imported_modules(path) -> set[str]:
 
 def _module_graph(package) -> dict[str, set[str]]:
     """Each module of a package (dotted name) and the package's modules it imports, lazy ones
-    included; ``from pkg import name`` counts as importing ``pkg.name`` when that is a module."""
+    included, imports under ``if TYPE_CHECKING:`` left out (they never run); ``from pkg import name``
+    counts as importing ``pkg.name`` when that is a module."""
     root = package.parent
 
     def dotted(path) -> str:
@@ -49,7 +50,12 @@ def _module_graph(package) -> dict[str, set[str]]:
     for name, path in modules.items():
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        typing_only = {id(inner) for node in ast.walk(tree) if _is_type_checking_block(node)
+                       for stmt in node.body for inner in ast.walk(stmt)}
+        for node in ast.walk(tree):
+            if id(node) in typing_only:  # never executed: names for annotations only
+                continue
             if isinstance(node, ast.ImportFrom):
                 base = here.split(".")[: len(here.split(".")) - node.level + 1] if node.level else []
                 source = ".".join(base + ([node.module] if node.module else []))
@@ -60,6 +66,15 @@ def _module_graph(package) -> dict[str, set[str]]:
                 found.update(alias.name for alias in node.names)
         graph[name] = {target for target in found if target in modules and target != name}
     return graph
+
+
+def _is_type_checking_block(node: ast.AST) -> bool:
+    """``if TYPE_CHECKING:`` (or ``typing.TYPE_CHECKING``): imports for type annotations, never run."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
 
 
 def _import_cycles(graph: dict[str, set[str]]) -> list[list[str]]:

@@ -26,7 +26,6 @@ import json
 import os
 import weakref
 from collections.abc import Sequence
-from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, BinaryIO
 
@@ -40,7 +39,7 @@ from .chunk_records import Progress, chunk_documents, embed_into
 from .content_hashes import source_counts
 from .corpus import SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
-                       SOURCES_FILE)
+                       SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
 from .sources import SourceEntry, decode_table, group_by_source, is_under, matching_sources, table_from_records
 from .updates import UpdatePlan, addition, apply_update, build_table, plan_add
@@ -56,10 +55,6 @@ from ..models.vectors import top_k_indices
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
 _COPY_BLOCK = 1 << 20
-
-
-def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="seconds")
 
 
 class LocalIndex:
@@ -260,7 +255,7 @@ class LocalIndex:
                             **({"bundle": record} if record else {})},
                 "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
                 "analyzer": analyzer.record(),
-                "created": _now(),
+                "created": utc_now(),
                 "last_write": {"op": "build", "chunks": len(lines)},
                 "segments": {"base": len(lines), "delta": 0, "deleted": 0},
                 **({"ann": entry} if ann is not None else {}),
@@ -620,4 +615,4 @@ def _write(
     if ann_bytes is not None:
         writer.write_bytes(ANN_FILE, ann_bytes)
     writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
-    writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": _now()})
+    writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime
+from datetime import datetime, timezone
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +20,7 @@ from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB
 from ..errors import LocalIndexError
 
 __all__ = [
+    "utc_now",
     "INDEX_FORMAT",
     "INDEX_FORMAT_VERSION",
     "MANIFEST",
@@ -295,3 +296,8 @@ def check_manifest(data: Any, where: str, *, version: int) -> dict[str, Any]:
     except _Bad as exc:
         raise LocalIndexError(f"{where} is corrupt: {exc}; rebuild the index") from None
     return data
+
+
+def utc_now() -> str:
+    """The current time as a manifest records it (UTC, ISO 8601, whole seconds)."""
+    return datetime.now(timezone.utc).isoformat(timespec="seconds")

@@ -33,7 +33,7 @@ from .ann_index import build_ann
 from .chunk_records import Progress, chunk_documents, embed_batches, finite, record_line
 from .corpus import SourceDocument
 from .generations import GenerationWriter, new_generation
-from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE
+from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE, utc_now
 from .segments import needs_compaction
 from .sources import SourceEntry, content_hash, encode_table, file_state, group_by_source, text_hash
 
@@ -234,9 +234,7 @@ def _finish(writer: GenerationWriter, manifest: dict[str, Any], base_count: int,
     if len(deleted):
         writer.write_array(DELETED_FILE, np.asarray(deleted, dtype=np.int64))
     writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
-    from .local_index import _now
-
-    writer.finish({**manifest, "count": base_count + delta, "updated": _now(),
+    writer.finish({**manifest, "count": base_count + delta, "updated": utc_now(),
                    "segments": {"base": base_count, "delta": delta, "deleted": int(len(deleted))}})
 
 

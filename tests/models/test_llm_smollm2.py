@@ -17,7 +17,7 @@ import pytest
 from click.testing import CliRunner
 
 from meteora_edge import HashingEncoder, LlamaRationaleGenerator, LlamaVerifier, LocalLLM, MeteoraReranker, Rationale
-from meteora_edge.cli import select_command
+from meteora_edge.models import onnx_encoder
 from meteora_edge.cli.main import main
 from meteora_edge.errors import ModelError
 from meteora_edge.selection.llm_generator import load_sample_shots
@@ -110,7 +110,8 @@ def test_cli_imports_the_model_and_selects_with_both_roles(tmp_path, monkeypatch
     runner = CliRunner()
     result = runner.invoke(main, ["export", "llm", "--gguf", str(GGUF), "--out", str(bundle)])
     assert result.exit_code == 0, result.output
-    monkeypatch.setattr(select_command, "encoder_from_options", lambda *a, **k: HashingEncoder())  # llm-only bundle
+    # an llm-only bundle: the runtime's encoder loader gives the hashing encoder
+    monkeypatch.setattr(onnx_encoder, "load_encoder", lambda *a, **k: HashingEncoder())
     chunks = tmp_path / "chunks.json"
     chunks.write_text(json.dumps(CHUNKS))
     result = runner.invoke(main, ["select", "--chunks", str(chunks), "--query", "Who may terminate?", "--bundle",
