@@ -121,17 +121,7 @@ class CombinedBM25:
         for part, weights, shift in zip((self.base, self.delta), self.weights(), (0, self.base.n_docs)):
             mine = (wanted >= shift) & (wanted < shift + part.n_docs)
             local = wanted[mine] - shift
-            scores = np.zeros(local.shape[0], dtype=np.float64)
-            for term in tokens:
-                term_id = part.vocab.get(term)
-                if term_id is None or local.size == 0:
-                    continue
-                lo, hi = part.term_ptr[term_id], part.term_ptr[term_id + 1]
-                postings = part.doc_ids[lo:hi]
-                at = np.searchsorted(postings, local)
-                found = at < postings.shape[0]
-                found[found] = postings[at[found]] == local[found]
-                scores[found] += weights[lo:hi][at[found]]
+            scores = part.scores_for(tokens, local, weights)
             out[mine] = scores
         return out
 

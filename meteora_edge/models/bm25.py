@@ -166,10 +166,13 @@ class BM25Index:
             out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
         return out
 
-    def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int]) -> np.ndarray:
+    def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int],
+                   weights: np.ndarray | None = None) -> np.ndarray:
         """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
         summed in the same order, without touching the other documents (postings are sorted by
-        document within a term, so each term is a binary search)."""
+        document within a term, so each term is a binary search). ``weights``: one per posting
+        in place of this index's own (an index combined with another scores with shared statistics)."""
+        weights = self.weights if weights is None else weights
         wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
         for term in query_tokens:
@@ -181,7 +184,7 @@ class BM25Index:
             at = np.searchsorted(postings, wanted)
             found = at < postings.shape[0]
             found[found] = postings[at[found]] == wanted[found]
-            out[found] += self.weights[lo:hi][at[found]]
+            out[found] += weights[lo:hi][at[found]]
         return out
 
     def text_scores(self, text: str) -> np.ndarray:
