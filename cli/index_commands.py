@@ -29,15 +29,19 @@ BUILD_NAMES = {"add": "'index add'", "overwrite": "--overwrite"}
 
 def _read(inputs: Sequence[str], strict: bool, follow_links: bool) -> tuple[list[SourceDocument], int]:
     """The documents, with one warning line per skipped file; returns (documents, files skipped)."""
-    skipped = 0
+    skipped: list[Path] = []
 
     def warn(path: Path, reason: str) -> None:
-        nonlocal skipped
-        skipped += 1
-        label = path_label(path)
-        click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
+        skipped.append(path)
+        _warn_skipped(path, reason)
 
-    return read_documents(inputs, strict=strict, on_skip=warn, follow_links=follow_links), skipped
+    return read_documents(inputs, strict=strict, on_skip=warn, follow_links=follow_links), len(skipped)
+
+
+def _warn_skipped(path: Path, reason: str) -> None:
+    """One warning line on stderr for a file that was not read."""
+    label = path_label(path)
+    click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
 
 
 def _counts(documents: Sequence[SourceDocument], skipped: int) -> str:
@@ -222,17 +226,9 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
     check_encoder(current, encoder, index_dir)
-    skipped = 0
-
-    def warn(path: Path, reason: str) -> None:
-        nonlocal skipped
-        skipped += 1
-        label = path_label(path)
-        click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
-
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         synced = current.sync(list(inputs), encoder, batch_size=batch_size, progress=progress, strict=strict,
-                              follow_links=follow_links, on_skip=warn)
+                              follow_links=follow_links, on_skip=_warn_skipped)
     click.echo(f"synced {index_dir}: added {synced.added_chunks} chunks, removed {synced.removed_chunks}; "
                f"now holds {len(synced)}", err=True)
 
