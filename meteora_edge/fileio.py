@@ -274,18 +274,33 @@ def _umask() -> int:
 
 
 def give_normal_permissions(path: str | os.PathLike[str], *, directory: bool = False) -> None:
-    """Undo mkstemp's 0600 / mkdtemp's 0700 so a copied bundle or index stays readable."""
+    """Undo mkstemp's 0600 / mkdtemp's 0700 so a file that holds nothing of the user's documents
+    (a bundle's manifest, a model) stays readable under the umask."""
     os.chmod(path, (0o777 if directory else 0o666) & ~_umask())
 
 
+def _settle_permissions(tmp: Path, target: Path, *, private: bool) -> None:
+    """The mode the replacement of ``target`` gets: the old file's when there is one (the user
+    chose it), else owner-only (mkstemp's 0600) for a ``private`` file or the umask's otherwise."""
+    try:
+        old = os.stat(target).st_mode & 0o7777
+    except OSError:
+        if not private:
+            give_normal_permissions(tmp)
+        return
+    os.chmod(tmp, old)
+
+
 @contextmanager
-def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
+def atomic_path(path: str | os.PathLike[str], *, private: bool = True) -> Iterator[Path]:
     """A temporary path beside ``path`` that replaces it when the block ends without error.
 
     The caller writes the temporary file (any library that takes a path will do); it is then
-    fsynced, given normal permissions and renamed over ``path``. On any failure the temporary
-    is removed and ``path`` keeps its old content. A full disk, a read-only folder or any other
-    ``OSError`` becomes one :class:`InputError`.
+    fsynced and renamed over ``path``. A new file is owner-only (0600) when ``private`` (the
+    default: what is written is derived from the user's documents), else it follows the umask;
+    a file that existed keeps its mode. On any failure the temporary is removed and ``path``
+    keeps its old content. A full disk, a read-only folder or any other ``OSError`` becomes one
+    :class:`InputError`.
     """
     target = Path(path)
     directory = target.parent if str(target.parent) else Path(".")
@@ -303,7 +318,7 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
         yield tmp
         with open(tmp, "rb") as written:
             os.fsync(written.fileno())
-        give_normal_permissions(tmp)
+        _settle_permissions(tmp, target, private=private)
         os.replace(tmp, target)
     except OSError as exc:
         raise InputError(f"cannot write {target}: {exc.strerror or exc}") from None
@@ -315,24 +330,26 @@ def atomic_path(path: str | os.PathLike[str]) -> Iterator[Path]:
 
 
 @contextmanager
-def open_atomic(path: str | os.PathLike[str]) -> Iterator[IO[str]]:
+def open_atomic(path: str | os.PathLike[str], *, private: bool = True) -> Iterator[IO[str]]:
     """A UTF-8 text handle whose content replaces ``path`` only when the block succeeds.
 
     Raises:
         InputError: as :func:`atomic_path`.
     """
-    with atomic_path(path) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
+    with atomic_path(path, private=private) as tmp, open(tmp, "w", encoding="utf-8", newline="") as handle:
         yield handle
 
 
-def write_text_atomic(path: str | os.PathLike[str], text: str | Iterable[str]) -> None:
+def write_text_atomic(path: str | os.PathLike[str], text: str | Iterable[str], *, private: bool = True) -> None:
     """Write ``text`` (a string, or pieces written as they come) to ``path``: all or nothing.
+
+    A new file is owner-only unless ``private`` is false (see :func:`atomic_path`).
 
     Raises:
         InputError: the folder is missing, the disk is full or read-only, or the text holds
             a lone surrogate; ``path`` is left as it was.
     """
-    with open_atomic(path) as handle:
+    with open_atomic(path, private=private) as handle:
         if isinstance(text, str):
             handle.write(text)
         else:

@@ -156,10 +156,13 @@ def test_console_script_runs_without_torch_in_a_subprocess():
     assert json.loads(proc.stdout)["passages"]
 
 
-def test_output_files_get_normal_permissions(tmp_path):
+def test_a_new_output_file_is_owner_only_and_an_old_one_keeps_its_mode(tmp_path):
     out = tmp_path / "sel.json"
     run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "x", "-o", str(out))
-    assert out.stat().st_mode & 0o777 == 0o666 & ~_current_umask()
+    assert out.stat().st_mode & 0o777 == 0o600  # the passages are the user's: no other local user reads them
+    out.chmod(0o644)  # the user opened it up: a rewrite keeps that
+    run("select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "y", "-o", str(out))
+    assert out.stat().st_mode & 0o777 == 0o644 and json.loads(out.read_text())["passages"]
 
 
 def _current_umask() -> int:

@@ -40,10 +40,18 @@ def test_a_write_that_fails_midway_keeps_the_old_file(target):
     assert target.read_text() == OLD and _leftovers(target.parent) == []
 
 
-def test_a_completed_write_replaces_the_file_with_normal_permissions(target):
+def test_a_completed_write_replaces_the_file_and_keeps_its_mode(target):
+    target.chmod(0o640)
     write_text_atomic(target, iter(["new ", "result\n"]))
     assert target.read_text() == "new result\n"
-    assert target.stat().st_mode & 0o777 == 0o666 & ~_umask() and _leftovers(target.parent) == []
+    assert target.stat().st_mode & 0o777 == 0o640 and _leftovers(target.parent) == []
+
+
+def test_a_new_file_is_owner_only_unless_it_is_not_private(tmp_path):
+    write_text_atomic(tmp_path / "mine.json", "{}")
+    write_text_atomic(tmp_path / "shared.json", "{}", private=False)
+    assert (tmp_path / "mine.json").stat().st_mode & 0o777 == 0o600
+    assert (tmp_path / "shared.json").stat().st_mode & 0o777 == 0o666 & ~_umask()
 
 
 def _umask() -> int:

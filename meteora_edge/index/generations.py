@@ -191,7 +191,9 @@ def writer_lock(root: Path, *, create: bool, timeout: float | None = None) -> It
         raise LocalIndexError(f"index folder not found: {root}; build one with 'meteora-edge index build'")
     try:
         if create and not root.exists():
-            root.mkdir(parents=True, exist_ok=True)
+            # owner-only: the folder is the gate (the files inside follow the umask), so an index
+            # of someone's documents is not readable by other local users unless they open it up
+            root.mkdir(mode=0o700, parents=True, exist_ok=True)
             _fsync_folder(root.parent)
         lock = FileLock(str(root / WRITER_LOCK))
         try:

@@ -234,7 +234,7 @@ def add_component(bundle_dir: str | os.PathLike[str], name: str, component: Comp
     manifest["components"] = {**manifest.get("components", {}), name: component.to_dict()}
     manifest["updated"] = datetime.now(timezone.utc).isoformat(timespec="seconds")
     validate_manifest(manifest, manifest_path)  # never write a manifest this version would refuse
-    write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n")
+    write_text_atomic(manifest_path, json.dumps(manifest, indent=2, sort_keys=True) + "\n", private=False)
     return manifest_path
 
 

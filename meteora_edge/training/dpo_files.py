@@ -60,7 +60,7 @@ def write_splits(data: PreparedData, output_dir: str | os.PathLike[str]) -> dict
     created = not out.exists()
     done = False
     try:
-        out.mkdir(exist_ok=True)
+        out.mkdir(mode=0o700, exist_ok=True)  # owner-only: the pairs quote the user's documents
         for name, text in texts.items():
             fd, tmp = tempfile.mkstemp(dir=out, prefix=f".{name}.", suffix=".tmp")
             temporary[name] = tmp

@@ -270,9 +270,13 @@ def test_read_documents_shapes(tmp_path):
         read_documents([tmp_path / "bad.json"])
 
 
-def test_index_folder_and_files_are_readable_by_others(tmp_path):
+def test_a_new_index_folder_is_owner_only_and_a_shared_one_stays_shared(tmp_path):
     LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
-    assert (tmp_path / "ix").stat().st_mode & 0o055 == 0o055 & ~_umask()
+    assert (tmp_path / "ix").stat().st_mode & 0o777 == 0o700  # other local users cannot read the documents
+    # the folder is the gate: a user who opens it up (chmod) finds the files readable, and a rebuild keeps it open
+    (tmp_path / "ix").chmod(0o755)
+    LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder(), overwrite=True)
+    assert (tmp_path / "ix").stat().st_mode & 0o777 == 0o755
     assert (tmp_path / "ix" / "manifest.json").stat().st_mode & 0o044 == 0o044 & ~_umask()
 
 
