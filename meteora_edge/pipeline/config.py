@@ -54,11 +54,20 @@ class PipelineConfig:
         llm_weight: weight of the LLM's standardised score against ECSE's in the rerank.
         llm_z: the rerank keeps pooled chunks this many standard deviations above the pool's mean.
         pooled_cut: ECSE's cut of the pooled scores: ``"auto"`` (the elbow for dense scoring,
-            the z-score cut otherwise), ``"elbow"`` or ``"zscore"``.
+            the z-score cut otherwise), ``"elbow"``, ``"zscore"`` or ``"robust"`` (the median and
+            scaled MAD of the candidates as the yardstick, see ``robust_z``).
         pooled_z: the z-score cut keeps chunks this many standard deviations above the mean.
         pooled_gap: the z-score cut also keeps the leading block of pooled scores, the chunks
             above the widest drop among the top nine, when that drop is at least this many
             standard deviations (one chunk when one stands out, five when five do); 0: off.
+        robust_z: the robust cut keeps chunks whose pooled score lies at least this many robust
+            standard deviations (median and scaled MAD of the candidates) above the median:
+            the outliers, however many there are.
+        top_band: the robust cut also keeps chunks within this many robust standard deviations
+            of the best pooled score (the best is always kept).
+        pairing_band: with the robust cut, a rationale's best chunk joins the selection only
+            when its pooled score lies within this many robust standard deviations of the best
+            (``None``: every rationale's best chunk joins, as in METEORA).
         verification: ``auto`` | ``llm`` | ``cross-encoder`` | ``cosine`` | ``none``.
         tau_relevance: threshold of the cross-encoder and cosine rungs, in [-1, 1] (the range
             of a cosine; the cross-encoder's probability needs [0, 1]). ``None`` (the default):
@@ -84,6 +93,9 @@ class PipelineConfig:
     pooled_cut: str = "auto"
     pooled_z: float = 2.0
     pooled_gap: float = 0.5
+    robust_z: float = 4.0
+    top_band: float = 0.5
+    pairing_band: float | None = None
     llm_pool: int | None = 8
     llm_weight: float = 1.5
     llm_z: float = 0.5
@@ -110,6 +122,9 @@ class PipelineConfig:
         _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
         _check_float("pooled_z", self.pooled_z, -100.0, 100.0)
         _check_float("pooled_gap", self.pooled_gap, 0.0, 100.0)
+        _check_float("robust_z", self.robust_z, -100.0, 100.0)
+        _check_float("top_band", self.top_band, 0.0, 100.0)
+        _check_float("pairing_band", self.pairing_band, 0.0, 100.0, optional=True)
         _check_int("llm_pool", self.llm_pool, 1, optional=True)
         _check_float("llm_weight", self.llm_weight, 0.0, 1e6)
         _check_float("llm_z", self.llm_z, -100.0, 100.0)

@@ -32,12 +32,14 @@ from .stages import (
     pooled_scores,
     statistical_elbow,
     leading_block,
+    robust_cut,
+    robust_z,
     zscore_cut,
 )
 
 __all__ = ["AutoPlan", "MeteoraSelector", "SelectionResult", "check_window", "check_scoring", "POOLED_CUTS"]
 
-POOLED_CUTS = ("auto", "elbow", "zscore")
+POOLED_CUTS = ("auto", "elbow", "zscore", "robust")
 
 
 def check_window(name: str, value: object) -> int:
@@ -83,6 +85,7 @@ class SelectionResult:
     pooled_cut: str = "elbow"
     strategy: dict[str, Any] | None = None
     rationale_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
+    cut: dict[str, Any] | None = None
 
     @property
     def rationale_contributions(self) -> dict[int, list[int]]:
@@ -117,6 +120,7 @@ class SelectionResult:
                 "dense_scores": [round(s, 6) for s in self.dense_scores],
                 "lexical_scores": None if self.lexical_scores is None else [round(s, 6) for s in self.lexical_scores],
                 "rationale_strategy": self.strategy,
+                "cut": None if self.cut is None else dict(self.cut),
             },
         }
 
@@ -134,12 +138,19 @@ class MeteoraSelector:
             ``"hybrid"`` (standardised cosine + ``lexical_weight`` × standardised BM25).
         lexical_weight: weight of the BM25 part of the hybrid score.
         pooled_cut: ``"elbow"`` (METEORA's statistical elbow), ``"zscore"`` (pooled scores at
-            least ``pooled_z`` standard deviations above the mean) or ``"auto"`` (elbow for
-            dense scoring, z-score otherwise).
+            least ``pooled_z`` standard deviations above the mean), ``"robust"``
+            (:func:`~meteora_edge.selection.stages.robust_cut`: robust z-score at least
+            ``robust_z``, or within ``top_band`` of the best) or ``"auto"`` (elbow for dense
+            scoring, z-score otherwise).
         pooled_z: the threshold of the z-score cut.
         pooled_gap: the z-score cut also keeps the leading block of pooled scores when the
             widest drop among the top nine is at least this many standard deviations
             (:func:`~meteora_edge.selection.stages.leading_block`); 0 turns it off.
+        robust_z / top_band: the robust cut's thresholds, in robust standard deviations.
+        pairing_band: with the robust cut, a rationale's best chunk is kept only when its
+            pooled score lies within this many robust standard deviations of the best pooled
+            score (a rationale that found nothing the question as a whole rates adds nothing);
+            ``None`` keeps every pair (METEORA).
         analyzer: turns chunks and rationales into BM25 terms (lexical and hybrid scoring);
             default: the encoder's (a bundle may record one), else ``english``.
 
@@ -166,6 +177,9 @@ class MeteoraSelector:
         pooled_cut: str = "auto",
         pooled_z: float = 2.0,
         pooled_gap: float = 0.0,
+        robust_z: float = 4.0,
+        top_band: float = 0.5,
+        pairing_band: float | None = None,
         analyzer: Analyzer | None = None,
     ) -> None:
         self.encoder = encoder
@@ -173,7 +187,9 @@ class MeteoraSelector:
             raise ConfigError(f"analyzer must be an Analyzer or None, got {type(analyzer).__name__}")
         self.analyzer = analyzer if analyzer is not None else analyzer_of(encoder)
         self.scoring, self.pooled_cut = check_scoring(scoring, pooled_cut)
-        for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z), ("pooled_gap", pooled_gap)):
+        for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z), ("pooled_gap", pooled_gap),
+                            ("robust_z", robust_z), ("top_band", top_band),
+                            ("pairing_band", 0.0 if pairing_band is None else pairing_band)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if lexical_weight < 0:
@@ -183,6 +199,12 @@ class MeteoraSelector:
         if pooled_gap < 0:
             raise ConfigError(f"pooled_gap must be >= 0, got {pooled_gap!r}")
         self.pooled_gap = float(pooled_gap)
+        for name, value in (("top_band", top_band), ("pairing_band", pairing_band)):
+            if value is not None and value < 0:
+                raise ConfigError(f"{name} must be >= 0, got {value!r}")
+        self.robust_z = float(robust_z)
+        self.top_band = float(top_band)
+        self.pairing_band = None if pairing_band is None else float(pairing_band)
         self.expansion_window = check_window("expansion_window", expansion_window)
         if not isinstance(elbow_z_threshold, (int, float)) or not np.isfinite(elbow_z_threshold):
             raise ConfigError(f"elbow_z_threshold must be a finite number, got {elbow_z_threshold!r}")
@@ -320,11 +342,25 @@ class MeteoraSelector:
         else:
             pooled = scores.fused.mean(axis=0)
         elbow: int | None
+        cut_details: dict[str, Any] | None = None
         if self.pooled_cut == "elbow":
             order = np.lexsort((np.arange(n), -pooled))
             elbow = statistical_elbow(pooled[order], self.elbow_z_threshold)
             assert elbow is not None  # there is at least one chunk
             cut = [int(p) for p in order[: elbow + 1]]
+        elif self.pooled_cut == "robust":
+            cut = [int(p) for p in robust_cut(pooled, z_threshold=self.robust_z, top_band=self.top_band)]
+            elbow = len(cut) - 1
+            z = robust_z(pooled)
+            top = float(z.max())
+            cut_details = {"rule": "robust", "robust_z": self.robust_z, "top_band": self.top_band,
+                           "pairing_band": self.pairing_band, "best_z": round(top, 4),
+                           "outliers": [p for p in cut if z[p] >= self.robust_z],
+                           "with_best": [p for p in cut if z[p] >= top - self.top_band]}
+            if self.pairing_band is not None and pairing:
+                dropped = [p for p in pairing if z[p] < top - self.pairing_band]
+                pairing = [p for p in pairing if p not in dropped]
+                cut_details["pairs_dropped"] = {str(p): round(float(z[p]), 4) for p in dropped}
         else:
             cut = [int(p) for p in zscore_cut(pooled, self.pooled_z)]
             if self.pooled_gap > 0:
@@ -355,6 +391,7 @@ class MeteoraSelector:
             pooled_cut=self.pooled_cut,
             strategy=strategy,
             rationale_vectors=scores.rationale_vectors,
+            cut=cut_details,
         )
 
 

@@ -22,6 +22,8 @@ __all__ = [
     "fuse_scores",
     "zscore_cut",
     "leading_block",
+    "robust_z",
+    "robust_cut",
     "expand_positions",
     "top_k_indices",
 ]
@@ -169,6 +171,55 @@ def leading_block(scores: np.ndarray, min_gap: float, window: int = 8) -> np.nda
     drops = top[:-1] - top[1:]
     k = int(np.argmax(drops)) + 1
     return order[:k] if drops[k - 1] >= min_gap else np.array([], dtype=np.int64)
+
+
+def robust_z(scores: np.ndarray) -> np.ndarray:
+    """Robust z-scores: distance from the median in units of the scaled median absolute deviation.
+
+    ``(s - median) / (1.4826 * MAD)`` — the factor makes the unit one standard deviation for
+    normally spread scores. Unlike the mean and standard deviation, the median and the MAD
+    describe the bulk of the candidates whatever the few best do: five winners that stand
+    together do not lift the yardstick they are measured by. When more than half the scores
+    are equal (MAD 0) the population standard deviation is the unit; constant scores give zeros.
+    Computed in float64.
+
+    Example:
+        >>> robust_z(np.array([0.0, 1.0, 2.0, 3.0, 40.0])).round(2).tolist()
+        [-1.35, -0.67, 0.0, 0.67, 25.63]
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    if values.size == 0:
+        return values
+    median = float(np.median(values))
+    spread = 1.4826 * float(np.median(np.abs(values - median)))
+    if spread <= 0:
+        spread = float(values.std())
+    if spread <= 0 or not np.isfinite(spread):
+        return np.zeros_like(values)
+    return (values - median) / spread
+
+
+def robust_cut(scores: np.ndarray, *, z_threshold: float, top_band: float) -> np.ndarray:
+    """Positions that stand out from the bulk or stand with the best, best first.
+
+    A chunk is kept when its :func:`robust_z` is at least ``z_threshold`` (an outlier of the
+    candidates, however many outliers there are) or lies within ``top_band`` robust standard
+    deviations of the best chunk's (it stands with the best, even when nothing stands out).
+    So one chunk comes back when one stands alone, and six when six stand out together; the
+    best chunk is always kept.
+
+    Example:
+        >>> bulk = [0.1, 0.3, 0.2, 0.4, 0.0, 0.25, 0.15, 0.35, 0.05, 0.3]
+        >>> robust_cut(np.array(bulk + [3.0]), z_threshold=4.0, top_band=0.5).tolist()
+        [10]
+        >>> robust_cut(np.array(bulk + [3.0, 2.9, 3.1]), z_threshold=4.0, top_band=0.5).tolist()
+        [12, 10, 11]
+    """
+    z = robust_z(scores)
+    if z.size == 0:
+        return np.array([], dtype=np.int64)
+    keep = np.flatnonzero((z >= z_threshold) | (z >= z.max() - top_band))
+    return keep[np.lexsort((keep, -z[keep]))]
 
 
 def expand_positions(positions: Iterable[int], n: int, window: int) -> np.ndarray:

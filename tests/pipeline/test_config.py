@@ -57,7 +57,7 @@ def test_wrong_types_are_refused(name, value):
 
 @pytest.mark.parametrize(("name", "value", "message"), [
     ("scoring", "semantic", "scoring must be one of dense, lexical, hybrid, got 'semantic'"),
-    ("pooled_cut", "knee", "pooled_cut must be one of auto, elbow, zscore, got 'knee'"),
+    ("pooled_cut", "knee", "pooled_cut must be one of auto, elbow, zscore, robust, got 'knee'"),
     ("rationales", "llm", "rationales must be one of auto, query, llm+auto, got 'llm'"),
     ("use_ecse", 1, "use_ecse must be true or false, got 1"),
     ("verification", "magic", "verification must be one of auto, llm, cross-encoder, cosine, none, got 'magic'"),
