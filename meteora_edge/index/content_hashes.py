@@ -35,7 +35,12 @@ def _text_hash(text: str) -> str:
 
 
 def _each_record(index: _Records) -> Iterator[dict[str, Any]]:
-    """Every stored record in id order, read a batch at a time."""
+    """Every stored record, read a batch at a time: through the index's own ``each_record`` when it has
+    one (a Milvus collection, whose ids have gaps once chunks were deleted), else in id order."""
+    each = getattr(index, "each_record", None)
+    if each is not None:
+        yield from each()
+        return
     for lo in range(0, len(index), _READ_BATCH):
         yield from index.records(range(lo, min(lo + _READ_BATCH, len(index))))
 

@@ -50,12 +50,13 @@ collection at a time (a write removes another writer's temporary collection).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
@@ -64,15 +65,19 @@ import numpy as np
 from ..errors import CollectionError, InputError
 from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, STOP_WORDS, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
-from .chunk_records import Progress, chunk_records, embed_batches
+from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
 from .milvus_location import MilvusLocation, connect, milvus_error
+from .milvus_sources import (SOURCE_FIELDS, TABLE_FIELDS, Pending, add_source_fields, document_columns, id_ranges,
+                             per_chunk, range_filters, read_table, source_columns)
+from .sources import SourceEntry
+from .updates import UpdatePlan, addition, plan_add, plan_remove, plan_sync
 
 __all__ = ["MilvusIndex", "MILVUS_FORMAT", "MILVUS_FORMAT_VERSION"]
 
 MILVUS_FORMAT = "meteora-edge-milvus"
-MILVUS_FORMAT_VERSION = 1
+MILVUS_FORMAT_VERSION = 2
 _P = "meteora_edge."
 _TEXT_BYTES = 65_535
 _INSERT_BATCH = 512
@@ -82,6 +87,7 @@ _RECORD_FIELDS = ("text", "sha256", "source", "position", "start", "end", "metad
 _WORD = re.compile(r"\w", re.UNICODE)
 _BUILDING, _REPLACED = "__building_", "__replaced_"
 _PENDING = _P + "pending_add"
+_NEXT_ID = _P + "next_id"
 
 logger = logging.getLogger(__name__)
 
@@ -101,39 +107,44 @@ def _call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs
         raise CollectionError(f"Milvus {what} failed on {location.label}: {milvus_error(exc)}") from None
 
 
-def _schema(client: Any, dimension: int) -> tuple[Any, Any]:
+def _schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True) -> tuple[Any, Any]:
+    """The collection's schema and indexes (``english=False``: Milvus's default analyser, as a collection
+    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5)."""
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
     schema.add_field("id", DataType.INT64, is_primary=True)
     schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
     schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_BYTES, enable_analyzer=True,
-                     analyzer_params=MILVUS_ENGLISH)
-    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+                     **({"analyzer_params": MILVUS_ENGLISH} if english else {}))
     schema.add_field("sha256", DataType.VARCHAR, max_length=64)
     schema.add_field("source", DataType.VARCHAR, max_length=_TEXT_BYTES)
     schema.add_field("file", DataType.VARCHAR, max_length=_TEXT_BYTES, nullable=True)
     for name in ("position", "start", "end"):
         schema.add_field(name, DataType.INT64)
     schema.add_field("metadata", DataType.JSON)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
-                                 output_field_names=["sparse"]))
+    add_source_fields(schema, DataType, _TEXT_BYTES)
     indexes = client.prepare_index_params()
     indexes.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-    indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                      params={"bm25_k1": 1.5, "bm25_b": 0.75})
+    if full_text:
+        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
+        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
+                                     output_field_names=["sparse"]))
+        indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
+                          params={"bm25_k1": 1.5, "bm25_b": 0.75})
     return schema, indexes
 
 
-def _rows(lines: list[bytes], vectors: np.ndarray) -> list[dict[str, Any]]:
+def _rows(lines: list[bytes], vectors: np.ndarray, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The rows to insert: each chunk record with its vector and its source's fields."""
     rows = []
-    for line, vector in zip(lines, vectors):
+    for line, vector, source in zip(lines, vectors, sources):
         record = json.loads(line)
         if len(record["text"].encode("utf-8")) > _TEXT_BYTES:
             raise InputError(f"a chunk of document {record['source']!r} has {len(record['text'].encode('utf-8'))} "
                              f"bytes of text, over Milvus's VARCHAR limit of {_TEXT_BYTES}; use a smaller --chunk-size")
         rows.append({"id": record["id"], "vector": vector.tolist(),
-                     **{name: record.get(name) for name in _RECORD_FIELDS}})
+                     **{name: record.get(name) for name in _RECORD_FIELDS}, **source})
     return rows
 
 
@@ -156,9 +167,16 @@ class MilvusIndex:
     """
 
     def __init__(self, client: Any, location: MilvusLocation, properties: dict[str, str], count: int,
-                 full_text: bool) -> None:
+                 full_text: bool, tracks_sources: bool = True) -> None:
         """Wrap an opened, checked collection (use :meth:`open`)."""
         self.client, self.location, self.count, self.full_text = client, location, count, full_text
+        #: whether the rows carry their source (format 2); a format-1 collection is migrated by its next write
+        self.tracks_sources = tracks_sources
+        #: the id the next chunk gets: ids of deleted chunks are never used again
+        self.next_id = int(properties.get(_NEXT_ID, count))
+        #: what the last :meth:`add`, :meth:`sync` or :meth:`remove` through this object wrote
+        self.added_chunks = self.added_documents = self.removed_chunks = self.left_out_documents = 0
+        self._sources: dict[str, SourceEntry] | None = None
         self.properties = properties
         self.manifest = {
             "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"])},
@@ -237,7 +255,8 @@ class MilvusIndex:
         if getattr(state, "name", str(state)) != "Loaded":  # never reload: a cluster may hold it with N replicas
             _call(location, "load_collection", client.load_collection, name)
         rows = _call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
-        return cls(client, location, properties, int(rows[0]["count(*)"]), full_text)
+        return cls(client, location, properties, int(rows[0]["count(*)"]), full_text,
+                   tracks_sources=all(name in fields for name in SOURCE_FIELDS))
 
     def check_encoder(self, encoder: EncoderLike) -> None:
         """Raises CollectionError when ``encoder`` is not the one that built the collection."""
@@ -262,6 +281,9 @@ class MilvusIndex:
     ) -> MilvusIndex:
         """Chunk, embed and write ``documents`` into the collection at ``location``.
 
+        Every row records its source (file path, size, modification time, content hash), so
+        :meth:`sync`, :meth:`remove` and :meth:`add` can later replace or delete a file's chunks.
+
         Returns:
             The new index, opened.
 
@@ -271,9 +293,10 @@ class MilvusIndex:
             CollectionError: Milvus refused a step (then the old collection, if any, is unchanged).
             MissingExtraError: pymilvus or milvus-lite is not installed.
         """
-        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
+        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
+        columns = document_columns(documents)
         client = connect(location)
         try:
             name = location.collection
@@ -282,13 +305,13 @@ class MilvusIndex:
                 raise InputError(f"collection {location.label} already exists; use 'index add' to append or "
                                  "--overwrite to rebuild")
             vectors = embed_batches(encoder, texts, batch_size, progress)
-            rows = _rows(lines, vectors)
+            rows = _rows(lines, vectors, per_chunk(columns, counts))
             properties = {
                 _P + "format": MILVUS_FORMAT, _P + "format_version": str(MILVUS_FORMAT_VERSION),
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                _P + "analyzer": ENGLISH.name,
+                _P + "analyzer": ENGLISH.name, _NEXT_ID: str(len(rows)),
             }
             temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
             schema, indexes = _schema(client, int(vectors.shape[1]))
@@ -314,60 +337,254 @@ class MilvusIndex:
         progress: Progress | None = None,
         allow_duplicates: bool = False,
     ) -> int:
-        """Append documents (chunked like the rest, numbered after them); return the chunks added.
+        """Add documents by source, as a local index does; return the chunks added.
 
-        Documents the collection already holds (every chunk's sha256 is stored) are left out
-        unless ``allow_duplicates``. ``len(self)`` grows by the count returned.
+        A source (file) the collection holds unchanged is left out; a changed one **replaces** its
+        old chunks; a new one is added less the documents whose every chunk the collection already
+        holds (by the chunks' sha256). With ``allow_duplicates`` every document is appended. New
+        chunks are numbered after every id used so far. Afterwards ``added_chunks``,
+        ``added_documents``, ``removed_chunks`` and ``left_out_documents`` say what the call wrote.
 
         Raises:
             InputError: bad text or metadata.
-            CollectionError: another encoder built the collection, or Milvus refused the insert
-                (what this call inserted is deleted again).
+            CollectionError: another encoder built the collection, or Milvus refused a step (the
+                next write then rolls the collection back to before this call, or forward past it).
         """
         self.check_encoder(encoder)
+        self._prepare_write()
+        plan = plan_add(self, documents, allow_duplicates=allow_duplicates)
+        if not allow_duplicates:  # a new source's documents whose every chunk is stored already are left out
+            kept = []
+            for item in plan.add:
+                docs = item.documents if item.key in self.sources else unseen_documents(self, item.documents)
+                plan.left_out += len(item.documents) - len(docs)
+                if docs:
+                    kept.append(addition(item.key, docs, (item.size, item.mtime_ns)))
+            plan.add = kept
+        self._apply(plan, encoder, batch_size=batch_size, progress=progress)
+        return self.added_chunks
+
+    def sync(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        encoder: EncoderLike,
+        *,
+        batch_size: int = 64,
+        progress: Progress | None = None,
+        strict: bool = False,
+        follow_links: bool = False,
+        on_skip: Any = None,
+    ) -> MilvusIndex:
+        """Make the collection follow the files and folders in ``paths``; return it, updated.
+
+        As :meth:`LocalIndex.sync <meteora_edge.index.local_index.LocalIndex.sync>`: new files are
+        added, changed ones replaced, and the sources under ``paths`` whose file is gone removed; a
+        file whose size and time match is not read; a renamed or copied file re-uses the stored
+        vectors of the same chunks. ``added_chunks`` and ``removed_chunks`` say what changed.
+
+        Raises:
+            InputError: a named path is missing, a file cannot be read with ``strict``, or the sync
+                would leave no chunk.
+            CollectionError: another encoder built the collection, or Milvus refused a step.
+        """
+        self.check_encoder(encoder)
+        self._prepare_write()
+        plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
+        return self._apply(plan, encoder, batch_size=batch_size, progress=progress)
+
+    def remove(self, sources: Sequence[str]) -> MilvusIndex:
+        """Delete every chunk of the named sources (a path, the label the records carry, or a folder).
+
+        Raises:
+            InputError: a name that matches no source (nothing is deleted), or deleting every chunk.
+            CollectionError: Milvus refused a step.
+        """
+        plan_remove(self.sources, sources, f"collection {self.location.label}")  # a bad name: refused before any write
+        self._prepare_write()
+        return self._apply(plan_remove(self.sources, sources, f"collection {self.location.label}"), None,
+                           batch_size=64, progress=None)
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]:
+        """The source table, read from the rows (see :func:`~meteora_edge.index.milvus_sources.read_table`)."""
+        if self._sources is None:
+            fields = TABLE_FIELDS if self.tracks_sources else [f for f in TABLE_FIELDS if f not in SOURCE_FIELDS]
+            self._sources = read_table(self.each_record(fields))
+        return self._sources
+
+    def _prepare_write(self) -> None:
+        """Before a write: finish or undo what a killed one left, and move a format-1 collection to format 2."""
         self._undo_killed_writes()
-        if not allow_duplicates:
-            documents = unseen_documents(self, documents)
+        if not self.tracks_sources:
+            self._migrate()
+
+    def _apply(self, plan: UpdatePlan, encoder: EncoderLike | None, *, batch_size: int,
+               progress: Progress | None) -> MilvusIndex:
+        """Insert the plan's new rows (and its touched sources' rows again, with their new size and
+        time), then delete the rows they replace: journaled, see :mod:`meteora_edge.index.milvus_sources`."""
+        table = self.sources
+        removed = sorted(i for key in plan.remove if key in table for i in table[key].chunk_ids())
+        touched = [key for key in plan.touch if key in table]
+        documents = [d for a in plan.add for d in a.documents]
         chunking = self.manifest["chunking"]
-        texts, lines = chunk_records(documents, self.count, chunking["chunk_size"], chunking["overlap"])
-        if not lines:
-            return 0
-        rows = _rows(lines, embed_batches(encoder, texts, batch_size, progress))
-        name = self.location.collection
-        _call(self.location, "alter_collection_properties", self.client.alter_collection_properties, name,
-              properties={_PENDING: str(self.count)})
-        try:
-            _insert(self.client, self.location, name, rows)
-        except BaseException:
+        texts, lines, counts = chunk_documents(documents, self.next_id, chunking["chunk_size"], chunking["overlap"])
+        if self.count - len(removed) + len(lines) == 0:
+            raise InputError(f"this would delete every chunk of collection {self.location.label}; drop it instead, "
+                             "or build a new one")
+        rows = _rows(lines, self._vectors(texts, encoder, batch_size, progress), per_chunk(source_columns(plan.add),
+                                                                                            counts))
+        if touched:
+            rows += self._touched_rows(touched, plan.touch, self.next_id + len(rows))
+            removed = sorted({*removed, *(i for key in touched for i in table[key].chunk_ids())})
+        self.added_chunks, self.removed_chunks = len(lines), len(removed) - sum(
+            len(table[key].chunk_ids()) for key in touched)
+        self.added_documents, self.left_out_documents = sum(1 for n in counts if n), plan.left_out
+        if rows or removed:
+            self._write(rows, removed)
+        return self
+
+    def _vectors(self, texts: Sequence[str], encoder: EncoderLike | None, batch_size: int,
+                 progress: Progress | None) -> np.ndarray:
+        """The new chunks' vectors: the stored vector of a chunk with the same text (a renamed file, the
+        unchanged parts of an edited one), else embedded."""
+        dimension = int(self.manifest["encoder"]["dimension"])
+        out = np.zeros((len(texts), dimension), dtype=np.float32)
+        if not texts:
+            return out
+        hashes = [hashlib.sha256(t.encode(errors="surrogatepass")).hexdigest() for t in texts]
+        stored: dict[str, list[float]] = {}
+        wanted = sorted(set(hashes))
+        for lo in range(0, len(wanted), _FETCH_BATCH):
+            part = wanted[lo : lo + _FETCH_BATCH]
+            expression = f"sha256 in [{', '.join(json.dumps(h) for h in part)}]"
+            for row in _call(self.location, "query", self.client.query, self.location.collection, filter=expression,
+                             output_fields=["sha256", "vector"], limit=_TOP_K):
+                stored.setdefault(row["sha256"], row["vector"])
+        embed = [i for i, h in enumerate(hashes) if h not in stored]
+        for i, h in enumerate(hashes):
+            if h in stored:
+                out[i] = stored[h]
+        if embed:
+            assert encoder is not None  # only a remove passes none, and it adds no chunk
+            out[embed] = embed_batches(encoder, [texts[i] for i in embed], batch_size, progress)
+        return normalize_rows(out).astype(np.float32)
+
+    def _touched_rows(self, keys: list[str], states: dict[str, tuple[int | None, int | None]],
+                      start: int) -> list[dict[str, Any]]:
+        """The rows of sources that were touched but read the same, numbered from ``start``, with their new size and time."""
+        ids = [i for key in keys for i in self.sources[key].chunk_ids()]
+        fields = ["vector", *_RECORD_FIELDS, *SOURCE_FIELDS]
+        found = self._fetch(ids, fields)
+        rows = []
+        for key in keys:
+            size, mtime = states[key]
+            for i in self.sources[key].chunk_ids():
+                row = {name: found[i].get(name) for name in fields}
+                rows.append({**row, "id": start + len(rows), "source_key": key, "source_size": size,
+                             "source_mtime_ns": mtime})
+        return rows
+
+    def _write(self, rows: list[dict[str, Any]], removed: Sequence[int]) -> None:
+        """Insert ``rows`` (ids from :attr:`next_id`), then delete ``removed``; journaled in the properties."""
+        name, first = self.location.collection, self.next_id
+        alter, drop = self.client.alter_collection_properties, self.client.drop_collection_properties
+        if rows:
+            _call(self.location, "alter_collection_properties", alter, name,
+                  properties={_PENDING: Pending("insert", first).encode()})
             try:
-                self.client.delete(self.location.collection, filter=f"id >= {self.count}")
-            except Exception:  # noqa: BLE001 - best effort while the insert error propagates
-                pass
-            raise
-        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
-              property_keys=[_PENDING])
-        self.count += len(rows)
-        return len(rows)
+                _insert(self.client, self.location, name, rows)
+            except BaseException:
+                try:
+                    self.client.delete(name, filter=f"id >= {first}")
+                    self.client.drop_collection_properties(name, property_keys=[_PENDING])
+                except Exception:  # noqa: BLE001 - best effort while the insert error propagates; the next write retries
+                    pass
+                raise
+        commit = Pending("delete", first, tuple(id_ranges(removed)))
+        _call(self.location, "alter_collection_properties", alter, name,
+              properties={_PENDING: commit.encode(), _NEXT_ID: str(first + len(rows))})
+        self.next_id = first + len(rows)
+        self._delete(commit.delete)
+        _call(self.location, "drop_collection_properties", drop, name, property_keys=[_PENDING])
+        self._recount()
+
+    def _delete(self, ranges: Sequence[tuple[int, int]]) -> None:
+        for expression in range_filters(ranges):
+            _call(self.location, "delete", self.client.delete, self.location.collection, filter=expression)
+        _call(self.location, "flush", self.client.flush, self.location.collection)
+
+    def _recount(self) -> None:
+        rows = _call(self.location, "count", self.client.query, self.location.collection, filter="",
+                     output_fields=["count(*)"])
+        self.count, self._sources = int(rows[0]["count(*)"]), None
 
     def _undo_killed_writes(self) -> None:
-        """Drop killed builds' temporary collections and delete the rows of an add that never finished."""
+        """Drop killed builds' temporary collections; roll a killed write back (still inserting) or
+        forward (already deleting)."""
         _clean_leftovers(self.client, self.location)
         name = self.location.collection
         description = _call(self.location, "describe_collection", self.client.describe_collection, name)
-        pending = str((description.get("properties") or {}).get(_PENDING, ""))
-        if not pending:
+        properties = {str(k): str(v) for k, v in (description.get("properties") or {}).items()}
+        value = properties.get(_PENDING, "")
+        if not value:
             return
-        if not pending.isdigit():
-            raise CollectionError(f"collection {self.location.label} has {_PENDING} {pending!r}, not a chunk id; "
-                                  "rebuild it")
-        _call(self.location, "delete", self.client.delete, name, filter=f"id >= {int(pending)}")
-        _call(self.location, "flush", self.client.flush, name)
+        pending = Pending.decode(value, self.location.label)
+        before = self.count
+        if pending.phase == "insert":
+            _call(self.location, "delete", self.client.delete, name, filter=f"id >= {pending.first}")
+            _call(self.location, "flush", self.client.flush, name)
+            what = "deleted the %d chunk(s) of a write that did not finish"
+        else:
+            self._delete(pending.delete)
+            self.next_id = int(properties.get(_NEXT_ID, self.next_id))
+            what = "finished a write that was killed (%d chunk(s) deleted)"
         _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
               property_keys=[_PENDING])
-        rows = _call(self.location, "count", self.client.query, name, filter="", output_fields=["count(*)"])
-        logger.warning("collection %s: deleted %d chunk(s) of an add that did not finish", self.location.label,
-                       self.count - int(rows[0]["count(*)"]))
-        self.count = int(rows[0]["count(*)"])
+        self._recount()
+        logger.warning("collection %s: " + what, self.location.label, abs(before - self.count))
+
+    def _migrate(self) -> None:
+        """Copy a format-1 collection into one with the source fields (unknown for its rows) and switch it in,
+        as a rebuild does: the old collection stays in place until the copy is complete."""
+        name, location = self.location.collection, self.location
+        temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
+        schema, indexes = _schema(self.client, int(self.manifest["encoder"]["dimension"]),
+                                  english=_P + "analyzer" in self.properties, full_text=self.full_text)
+        properties = {k: v for k, v in self.properties.items() if k.startswith(_P) and k != _PENDING}
+        properties[_P + "format_version"] = str(MILVUS_FORMAT_VERSION)
+        _call(location, "create_collection", self.client.create_collection, temporary, schema=schema,
+              index_params=indexes, properties=properties)
+        top = -1
+        try:
+            batch: list[dict[str, Any]] = []
+            for row in self.each_record(["id", "vector", *_RECORD_FIELDS]):
+                batch.append({k: row.get(k) for k in ("id", "vector", *_RECORD_FIELDS)})
+                top = max(top, int(row["id"]))
+                if len(batch) == _INSERT_BATCH:
+                    _call(location, "insert", self.client.insert, temporary, batch)
+                    batch = []
+            if batch:
+                _call(location, "insert", self.client.insert, temporary, batch)
+            _call(location, "flush", self.client.flush, temporary)
+            _call(location, "alter_collection_properties", self.client.alter_collection_properties, temporary,
+                  properties={_NEXT_ID: str(top + 1)})
+        except BaseException:
+            _drop_quietly(self.client, temporary)
+            raise
+        _switch(self.client, location, temporary)
+        migrated = MilvusIndex._checked(self.client, location)
+        self.__dict__.update({k: v for k, v in migrated.__dict__.items() if k != "client"})
+        logger.warning("collection %s: moved to format %d (each chunk now records its source file)", location.label,
+                       MILVUS_FORMAT_VERSION)
+
+    def each_record(self, fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every row (``id`` and ``fields``, by default the chunk record's), read by windows of ids below
+        :attr:`next_id` (a window holds at most that many rows, within Milvus's query limit)."""
+        wanted = ["id", *[f for f in (fields if fields is not None else _RECORD_FIELDS) if f != "id"]]
+        for lo in range(0, self.next_id, _FETCH_BATCH):
+            yield from _call(self.location, "query", self.client.query, self.location.collection,
+                             filter=f"id >= {lo} and id < {lo + _FETCH_BATCH}", output_fields=wanted,
+                             limit=_FETCH_BATCH)
 
     # ----------------------------------------------------------------- reading
     def _fetch(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
