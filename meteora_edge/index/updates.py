@@ -160,8 +160,9 @@ def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[s
     return out
 
 
-def _reuse_map(base: LocalIndex) -> dict[str, tuple[int, int]]:
-    return {h: (lo, hi) for entry in base.sources.values() for h, lo, hi in entry.documents if h}
+def _reuse_map(base: LocalIndex, wanted: set[str]) -> dict[str, tuple[int, int]]:
+    """The stored chunk range of each document whose text hash is in ``wanted``."""
+    return {h: (lo, hi) for entry in base.sources.values() for h, lo, hi in entry.documents if h in wanted}
 
 
 def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, batch_size: int,
@@ -221,7 +222,7 @@ def _ranges(documents: Sequence[SourceDocument], counts: Sequence[int], start: i
 def _vectors(base: LocalIndex, documents: Sequence[SourceDocument], counts: Sequence[int], texts: Sequence[str],
              encoder: EncoderLike, batch_size: int, progress: Progress | None) -> np.ndarray:
     """The new chunks' vectors: copied where a stored document has the same text (and chunk count), else embedded."""
-    reuse = _reuse_map(base)
+    reuse = _reuse_map(base, {text_hash(d.text) for d in documents})
     out = np.zeros((len(texts), base.dimension), dtype=np.float32)
     embed_rows: list[int] = []
     at = 0
