@@ -10,12 +10,18 @@ One row per chunk::
     sha256, source, file            VARCHAR: the text's hash, the document id, the file
     position, start, end            INT64: place in the document, character offsets
     metadata                        JSON: the document's metadata
+    source_key, source_size,        the source file's absolute path, size, modification time and
+    source_mtime_ns, source_sha256  content hash (format 2; see :mod:`meteora_edge.index.milvus_sources`)
 
 The collection's properties say who wrote it: ``meteora_edge.format``
 (``meteora-edge-milvus``), ``meteora_edge.format_version``, ``meteora_edge.encoder`` and
-``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``
-and ``meteora_edge.analyzer``. Opening refuses a collection without them (the analyser may be
-absent: an older collection), of a newer format, or built by another encoder.
+``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``,
+``meteora_edge.analyzer`` and ``meteora_edge.next_id`` (the id the next chunk gets; deleted ids
+are never used again). Opening refuses a collection without them (the analyser and the next id
+may be absent: an older collection), of a newer format, or built by another encoder. A
+collection of format 1 (no source fields) opens and reads as before; its first write copies it
+into format 2 with the sources unknown (the next ``sync`` reads each file once more) and switches
+the copy in as a rebuild does.
 
 **Analyser.** The ``text`` field is analysed by Milvus's own analyser set as close to this
 package's ``english`` analyser as Milvus allows: the standard tokenizer, lower-casing, the
@@ -41,11 +47,14 @@ renamed aside (``NAME__replaced_xxxxxxxx``), the new one renamed to ``NAME``, an
 the old one dropped; a failed switch renames the old one back. A switch a kill interrupted
 (``NAME`` missing, its old collection aside) is undone by the next command that opens ``NAME``;
 the next write (``build`` or ``add``) also drops the temporary collections killed builds left.
-:meth:`MilvusIndex.add` records the first id it writes in the collection's properties
-(``meteora_edge.pending_add``) before inserting and removes it once the rows are flushed; a
-failed insert deletes what it inserted, and an add that was killed is undone by the next
-write, so re-running it adds each document once. There is no writer lock: run one writer per
-collection at a time (a write removes another writer's temporary collection).
+:meth:`MilvusIndex.add`, :meth:`MilvusIndex.sync` and :meth:`MilvusIndex.remove` work by source
+file, as a local index does: they insert the new rows first and delete the rows they replace
+after, journaled in the property ``meteora_edge.pending_add``. A write killed while inserting is
+rolled back by the next write (re-running it adds each document once), one killed while deleting
+is rolled forward; either way the collection ends in the old or the new state. Milvus has no
+snapshots: a reader in the moment between the insert and the delete may see a changed file's
+old and new chunks. There is no writer lock: run one writer per collection at a time (a write
+removes another writer's temporary collection).
 """
 
 from __future__ import annotations
@@ -399,6 +408,7 @@ class MilvusIndex:
             InputError: a name that matches no source (nothing is deleted), or deleting every chunk.
             CollectionError: Milvus refused a step.
         """
+        self._sources = None  # the rows as they are now (another writer may have changed them)
         plan_remove(self.sources, sources, f"collection {self.location.label}")  # a bad name: refused before any write
         self._prepare_write()
         return self._apply(plan_remove(self.sources, sources, f"collection {self.location.label}"), None,
@@ -525,8 +535,10 @@ class MilvusIndex:
         name = self.location.collection
         description = _call(self.location, "describe_collection", self.client.describe_collection, name)
         properties = {str(k): str(v) for k, v in (description.get("properties") or {}).items()}
+        self.next_id = int(properties.get(_NEXT_ID, self.next_id))  # another writer may have moved it
         value = properties.get(_PENDING, "")
         if not value:
+            self._recount()  # and plan against the rows as they are now, not as this object last saw them
             return
         pending = Pending.decode(value, self.location.label)
         before = self.count
@@ -536,7 +548,6 @@ class MilvusIndex:
             what = "deleted the %d chunk(s) of a write that did not finish"
         else:
             self._delete(pending.delete)
-            self.next_id = int(properties.get(_NEXT_ID, self.next_id))
             what = "finished a write that was killed (%d chunk(s) deleted)"
         _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
               property_keys=[_PENDING])

@@ -212,3 +212,17 @@ def test_a_newer_format_is_refused_in_one_line(notes, tmp_path):
     with pytest.raises(CollectionError, match=r"format version '3'; this meteora-edge reads up to 2"):
         MilvusIndex.open(index.location)
     index.close()
+
+
+def test_each_write_plans_against_the_rows_as_they_are_now(notes, tmp_path):
+    first = _build(notes, tmp_path)
+    second = MilvusIndex.open(first.location, client=first.client)
+    assert len(first.sources) == 3  # first has read (and cached) the table
+    (notes / "plan.md").write_text("Ship the release in May.")
+    second.sync([notes], ENC)
+    assert second.added_chunks == 1
+    first.remove([str(notes / "plan.md")])  # written by the other object: first sees it
+    assert first.removed_chunks == 1 and len(first) == 6 and first.next_id == 7
+    first.add([SourceDocument("z", "Zebras graze at dawn.", {})], ENC)
+    assert first.records([7])[0]["text"] == "Zebras graze at dawn."  # never an id the other object used
+    first.close()
