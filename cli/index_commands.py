@@ -141,7 +141,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             from meteora_edge.index.milvus_index import MilvusIndex
 
             built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                      batch_size=batch_size, overwrite=overwrite, progress=progress)
+                                      batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
             where = location.label
     took = max(time.monotonic() - started, 1e-9)
     click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where} in {took:.1f} s "

@@ -47,7 +47,7 @@ def test_sync_add_and_remove_follow_the_files(notes):
     (folder / "terms.md").write_text("either party may terminate the agreement on fourteen days notice")
     (folder / "goods.md").unlink()
     (folder / "plan.md").write_text("ship the release in may")
-    synced = run("index", "sync", url, folder, "--bundle", bundle)
+    synced = run("index", "sync", url, folder)  # the bundle the build recorded
     assert synced.exit_code == 0, synced.output
     assert f"synced {url}: added 2 chunks, removed 2; now holds 3" in synced.output
     texts = _texts(url, bundle)
@@ -55,7 +55,7 @@ def test_sync_add_and_remove_follow_the_files(notes):
     again = run("index", "sync", url, folder, "--bundle", bundle)
     assert "added 0 chunks, removed 0; now holds 3" in again.output
     (folder / "terms.md").write_text("either party may terminate the agreement on seven days notice")
-    added = run("index", "add", url, folder / "terms.md", "--bundle", bundle)
+    added = run("index", "add", url, folder / "terms.md")
     assert added.exit_code == 0 and "added 1 chunks, replacing 1 chunks of changed files" in added.output, added.output
     assert "fourteen" not in _texts(url, bundle)
     same = run("index", "add", url, folder / "terms.md", "--bundle", bundle)

@@ -74,6 +74,7 @@ import numpy as np
 from ..errors import CollectionError, InputError
 from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, STOP_WORDS, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
+from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
@@ -97,6 +98,7 @@ _WORD = re.compile(r"\w", re.UNICODE)
 _BUILDING, _REPLACED = "__building_", "__replaced_"
 _PENDING = _P + "pending_add"
 _NEXT_ID = _P + "next_id"
+_BUNDLE = _P + "bundle"
 
 logger = logging.getLogger(__name__)
 
@@ -188,7 +190,8 @@ class MilvusIndex:
         self._sources: dict[str, SourceEntry] | None = None
         self.properties = properties
         self.manifest = {
-            "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"])},
+            "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"]),
+                        **_bundle_entry(properties.get(_BUNDLE))},
             "chunking": {"chunk_size": int(properties[_P + "chunk_size"]), "overlap": int(properties[_P + "overlap"])},
             "created": properties.get(_P + "created"),
         }
@@ -287,11 +290,14 @@ class MilvusIndex:
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
+        bundle: str | os.PathLike[str] | None = None,
     ) -> MilvusIndex:
         """Chunk, embed and write ``documents`` into the collection at ``location``.
 
         Every row records its source (file path, size, modification time, content hash), so
         :meth:`sync`, :meth:`remove` and :meth:`add` can later replace or delete a file's chunks.
+        With ``bundle`` (the folder ``encoder`` came from) its path and manifest hash are recorded
+        in the property ``meteora_edge.bundle``, so later commands use it again, as for a local index.
 
         Returns:
             The new index, opened.
@@ -306,6 +312,7 @@ class MilvusIndex:
         if not lines:
             raise InputError("the documents hold no text to index")
         columns = document_columns(documents)
+        record = bundle_record(bundle)
         client = connect(location)
         try:
             name = location.collection
@@ -321,6 +328,7 @@ class MilvusIndex:
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 _P + "analyzer": ENGLISH.name, _NEXT_ID: str(len(rows)),
+                **({_BUNDLE: json.dumps(record)} if record else {}),
             }
             temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
             schema, indexes = _schema(client, int(vectors.shape[1]))
@@ -681,6 +689,17 @@ class MilvusIndex:
             "analyzer": self.analyzer.record(),
             "full_text_search": self.full_text,
         }
+
+
+def _bundle_entry(value: str | None) -> dict[str, Any]:
+    """``{"bundle": record}`` from the property a build with a bundle wrote (nothing without one or when unreadable:
+    then commands need --bundle, as before bundles were recorded)."""
+    try:
+        record = json.loads(value) if value else None
+    except ValueError:
+        return {}
+    ok = isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("path", "manifest_sha256"))
+    return {"bundle": record} if ok else {}
 
 
 def _analyzer(name: str | None, where: str) -> Analyzer:
