@@ -48,7 +48,7 @@ the old one dropped; a failed switch renames the old one back. A switch a kill i
 (``NAME`` missing, its old collection aside) is undone by the next command that opens ``NAME``;
 the next write (``build`` or ``add``) also drops the temporary collections killed builds left.
 :meth:`MilvusIndex.add`, :meth:`MilvusIndex.sync` and :meth:`MilvusIndex.remove` work by source
-file, as a local index does: they insert the new rows first and delete the rows they replace
+file, as a local index does (:mod:`meteora_edge.index.milvus_updates`): they insert the new rows first and delete the rows they replace
 after, journaled in the property ``meteora_edge.pending_add``. A write killed while inserting is
 rolled back by the next write (re-running it adds each document once), one killed while deleting
 is rolled forward; either way the collection ends in the old or the new state. Milvus has no
@@ -59,7 +59,6 @@ removes another writer's temporary collection).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import logging
 import os
@@ -72,102 +71,31 @@ from typing import Any
 import numpy as np
 
 from ..errors import CollectionError, InputError
-from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, STOP_WORDS, Analyzer
+from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from .milvus_location import MilvusLocation, connect, milvus_error
-from .milvus_sources import (SOURCE_FIELDS, TABLE_FIELDS, Pending, add_source_fields, document_columns, id_ranges,
-                             per_chunk, range_filters, read_table, source_columns)
+from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
+                                drop_quietly, id_filter, insert_rows, restore_switch, switch_in)
+from .milvus_location import MilvusLocation, connect
+from .milvus_sources import SOURCE_FIELDS, TABLE_FIELDS, document_columns, per_chunk, read_table
+from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write
 from .sources import SourceEntry
-from .updates import UpdatePlan, addition, plan_add, plan_remove, plan_sync
+from .updates import addition, plan_add, plan_remove, plan_sync
 
 __all__ = ["MilvusIndex", "MILVUS_FORMAT", "MILVUS_FORMAT_VERSION"]
 
 MILVUS_FORMAT = "meteora-edge-milvus"
-MILVUS_FORMAT_VERSION = 2
-_P = "meteora_edge."
-_TEXT_BYTES = 65_535
-_INSERT_BATCH = 512
+MILVUS_FORMAT_VERSION = FORMAT_VERSION
+_P = PREFIX
 _FETCH_BATCH = 4096
 _TOP_K = 16_384  # Milvus's largest search limit
-_RECORD_FIELDS = ("text", "sha256", "source", "position", "start", "end", "metadata", "file")
 _WORD = re.compile(r"\w", re.UNICODE)
-_BUILDING, _REPLACED = "__building_", "__replaced_"
-_PENDING = _P + "pending_add"
-_NEXT_ID = _P + "next_id"
 _BUNDLE = _P + "bundle"
 
 logger = logging.getLogger(__name__)
-
-#: Milvus's analyser settings for the ``english`` analyser (stop words before stemming, as ours).
-MILVUS_ENGLISH = {"tokenizer": "standard",
-                  "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOP_WORDS)},
-                             {"type": "stemmer", "language": "english"}]}
-
-
-def _call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call the client; a pymilvus error becomes one CollectionError line."""
-    from pymilvus.exceptions import MilvusException
-
-    try:
-        return method(*args, **kwargs)
-    except MilvusException as exc:
-        raise CollectionError(f"Milvus {what} failed on {location.label}: {milvus_error(exc)}") from None
-
-
-def _schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True) -> tuple[Any, Any]:
-    """The collection's schema and indexes (``english=False``: Milvus's default analyser, as a collection
-    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5)."""
-    from pymilvus import DataType, Function, FunctionType
-
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_BYTES, enable_analyzer=True,
-                     **({"analyzer_params": MILVUS_ENGLISH} if english else {}))
-    schema.add_field("sha256", DataType.VARCHAR, max_length=64)
-    schema.add_field("source", DataType.VARCHAR, max_length=_TEXT_BYTES)
-    schema.add_field("file", DataType.VARCHAR, max_length=_TEXT_BYTES, nullable=True)
-    for name in ("position", "start", "end"):
-        schema.add_field(name, DataType.INT64)
-    schema.add_field("metadata", DataType.JSON)
-    add_source_fields(schema, DataType, _TEXT_BYTES)
-    indexes = client.prepare_index_params()
-    indexes.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-    if full_text:
-        schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-        schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
-                                     output_field_names=["sparse"]))
-        indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                          params={"bm25_k1": 1.5, "bm25_b": 0.75})
-    return schema, indexes
-
-
-def _rows(lines: list[bytes], vectors: np.ndarray, sources: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The rows to insert: each chunk record with its vector and its source's fields."""
-    rows = []
-    for line, vector, source in zip(lines, vectors, sources):
-        record = json.loads(line)
-        if len(record["text"].encode("utf-8")) > _TEXT_BYTES:
-            raise InputError(f"a chunk of document {record['source']!r} has {len(record['text'].encode('utf-8'))} "
-                             f"bytes of text, over Milvus's VARCHAR limit of {_TEXT_BYTES}; use a smaller --chunk-size")
-        rows.append({"id": record["id"], "vector": vector.tolist(),
-                     **{name: record.get(name) for name in _RECORD_FIELDS}, **source})
-    return rows
-
-
-def _insert(client: Any, location: MilvusLocation, name: str, rows: list[dict[str, Any]]) -> None:
-    for lo in range(0, len(rows), _INSERT_BATCH):
-        _call(location, "insert", client.insert, name, rows[lo : lo + _INSERT_BATCH])
-    _call(location, "flush", client.flush, name)
-
-
-def _id_filter(ids: Sequence[int]) -> str:
-    return f"id in [{', '.join(str(int(i)) for i in ids)}]"
-
 
 class MilvusIndex:
     """A corpus index stored in a Milvus collection. Use :meth:`build`, :meth:`open` and :meth:`add`.
@@ -184,7 +112,7 @@ class MilvusIndex:
         #: whether the rows carry their source (format 2); a format-1 collection is migrated by its next write
         self.tracks_sources = tracks_sources
         #: the id the next chunk gets: ids of deleted chunks are never used again
-        self.next_id = int(properties.get(_NEXT_ID, count))
+        self.next_id = int(properties.get(NEXT_ID, count))
         #: what the last :meth:`add`, :meth:`sync` or :meth:`remove` through this object wrote
         self.added_chunks = self.added_documents = self.removed_chunks = self.left_out_documents = 0
         self._sources: dict[str, SourceEntry] | None = None
@@ -229,7 +157,7 @@ class MilvusIndex:
                                   f"'meteora-edge index build --backend milvus --uri {location.uri} …'")
         client = client or connect(location)
         try:
-            _restore_switch(client, location)
+            restore_switch(client, location)
             index = cls._checked(client, location)
             if encoder is not None:
                 index.check_encoder(encoder)
@@ -241,10 +169,10 @@ class MilvusIndex:
     @classmethod
     def _checked(cls, client: Any, location: MilvusLocation) -> MilvusIndex:
         name, where = location.collection, location.label
-        if not _call(location, "has_collection", client.has_collection, name):
+        if not call(location, "has_collection", client.has_collection, name):
             raise CollectionError(f"no collection {name!r} at {location.uri}; build one with 'meteora-edge index build "
                                   f"--backend milvus --uri {location.uri} --collection {name} …'")
-        description = _call(location, "describe_collection", client.describe_collection, name)
+        description = call(location, "describe_collection", client.describe_collection, name)
         properties = {str(k): str(v) for k, v in (description.get("properties") or {}).items()}
         if properties.get(_P + "format") != MILVUS_FORMAT:
             raise CollectionError(f"collection {where} was not written by meteora-edge (no {_P}format property); "
@@ -254,7 +182,7 @@ class MilvusIndex:
             raise CollectionError(f"collection {where} has format version {version!r}; this meteora-edge reads up to "
                                   f"{MILVUS_FORMAT_VERSION}")
         fields = {f["name"]: f for f in description.get("fields", [])}
-        missing = [n for n in ("id", "vector", "text", *_RECORD_FIELDS) if n not in fields]
+        missing = [n for n in ("id", "vector", "text", *RECORD_FIELDS) if n not in fields]
         dimension = (fields.get("vector") or {}).get("params", {}).get("dim")
         keys = ("encoder", "dimension", "chunk_size", "overlap")
         if missing or any(not properties.get(_P + k) for k in keys) or str(dimension) != properties.get(_P + "dimension"):
@@ -263,10 +191,10 @@ class MilvusIndex:
         full_text = any(str(getattr(f.get("type"), "name", f.get("type"))).upper() == "BM25"
                         and list(f.get("output_field_names") or []) == ["sparse"]
                         for f in description.get("functions", []))
-        state = _call(location, "get_load_state", client.get_load_state, name).get("state")
+        state = call(location, "get_load_state", client.get_load_state, name).get("state")
         if getattr(state, "name", str(state)) != "Loaded":  # never reload: a cluster may hold it with N replicas
-            _call(location, "load_collection", client.load_collection, name)
-        rows = _call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
+            call(location, "load_collection", client.load_collection, name)
+        rows = call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
         return cls(client, location, properties, int(rows[0]["count(*)"]), full_text,
                    tracks_sources=all(name in fields for name in SOURCE_FIELDS))
 
@@ -316,30 +244,30 @@ class MilvusIndex:
         client = connect(location)
         try:
             name = location.collection
-            _clean_leftovers(client, location)
-            if _call(location, "has_collection", client.has_collection, name) and not overwrite:
+            clean_leftovers(client, location)
+            if call(location, "has_collection", client.has_collection, name) and not overwrite:
                 raise InputError(f"collection {location.label} already exists; use 'index add' to append or "
                                  "--overwrite to rebuild")
             vectors = embed_batches(encoder, texts, batch_size, progress)
-            rows = _rows(lines, vectors, per_chunk(columns, counts))
+            rows = chunk_rows(lines, vectors, per_chunk(columns, counts))
             properties = {
                 _P + "format": MILVUS_FORMAT, _P + "format_version": str(MILVUS_FORMAT_VERSION),
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                _P + "analyzer": ENGLISH.name, _NEXT_ID: str(len(rows)),
+                _P + "analyzer": ENGLISH.name, NEXT_ID: str(len(rows)),
                 **({_BUNDLE: json.dumps(record)} if record else {}),
             }
-            temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
-            schema, indexes = _schema(client, int(vectors.shape[1]))
-            _call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
+            temporary = f"{name}{BUILDING}{secrets.token_hex(4)}"
+            schema, indexes = collection_schema(client, int(vectors.shape[1]))
+            call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
                   temporary, schema=schema, index_params=indexes, properties=properties)
             try:
-                _insert(client, location, temporary, rows)
+                insert_rows(client, location, temporary, rows)
             except BaseException:
-                _drop_quietly(client, temporary)
+                drop_quietly(client, temporary)
                 raise
-            _switch(client, location, temporary)
+            switch_in(client, location, temporary)
             return cls.open(location, encoder=encoder, client=client)
         except BaseException:
             client.close()
@@ -368,7 +296,7 @@ class MilvusIndex:
                 next write then rolls the collection back to before this call, or forward past it).
         """
         self.check_encoder(encoder)
-        self._prepare_write()
+        prepare_write(self)
         plan = plan_add(self, documents, allow_duplicates=allow_duplicates)
         if not allow_duplicates:  # a new source's documents whose every chunk is stored already are left out
             kept = []
@@ -378,7 +306,7 @@ class MilvusIndex:
                 if docs:
                     kept.append(addition(item.key, docs, (item.size, item.mtime_ns)))
             plan.add = kept
-        self._apply(plan, encoder, batch_size=batch_size, progress=progress)
+        apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
         return self.added_chunks
 
     def sync(
@@ -405,9 +333,9 @@ class MilvusIndex:
             CollectionError: another encoder built the collection, or Milvus refused a step.
         """
         self.check_encoder(encoder)
-        self._prepare_write()
+        prepare_write(self)
         plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
-        return self._apply(plan, encoder, batch_size=batch_size, progress=progress)
+        return apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
 
     def remove(self, sources: Sequence[str]) -> MilvusIndex:
         """Delete every chunk of the named sources (a path, the label the records carry, or a folder).
@@ -418,8 +346,8 @@ class MilvusIndex:
         """
         self._sources = None  # the rows as they are now (another writer may have changed them)
         plan_remove(self.sources, sources, f"collection {self.location.label}")  # a bad name: refused before any write
-        self._prepare_write()
-        return self._apply(plan_remove(self.sources, sources, f"collection {self.location.label}"), None,
+        prepare_write(self)
+        return apply_plan(self, plan_remove(self.sources, sources, f"collection {self.location.label}"), None,
                            batch_size=64, progress=None)
 
     @property
@@ -430,189 +358,30 @@ class MilvusIndex:
             self._sources = read_table(self.each_record(fields))
         return self._sources
 
-    def _prepare_write(self) -> None:
-        """Before a write: finish or undo what a killed one left, and move a format-1 collection to format 2."""
-        self._undo_killed_writes()
-        if not self.tracks_sources:
-            self._migrate()
-
-    def _apply(self, plan: UpdatePlan, encoder: EncoderLike | None, *, batch_size: int,
-               progress: Progress | None) -> MilvusIndex:
-        """Insert the plan's new rows (and its touched sources' rows again, with their new size and
-        time), then delete the rows they replace: journaled, see :mod:`meteora_edge.index.milvus_sources`."""
-        table = self.sources
-        removed = sorted(i for key in plan.remove if key in table for i in table[key].chunk_ids())
-        touched = [key for key in plan.touch if key in table]
-        documents = [d for a in plan.add for d in a.documents]
-        chunking = self.manifest["chunking"]
-        texts, lines, counts = chunk_documents(documents, self.next_id, chunking["chunk_size"], chunking["overlap"])
-        if self.count - len(removed) + len(lines) == 0:
-            raise InputError(f"this would delete every chunk of collection {self.location.label}; drop it instead, "
-                             "or build a new one")
-        rows = _rows(lines, self._vectors(texts, encoder, batch_size, progress), per_chunk(source_columns(plan.add),
-                                                                                            counts))
-        if touched:
-            rows += self._touched_rows(touched, plan.touch, self.next_id + len(rows))
-            removed = sorted({*removed, *(i for key in touched for i in table[key].chunk_ids())})
-        self.added_chunks, self.removed_chunks = len(lines), len(removed) - sum(
-            len(table[key].chunk_ids()) for key in touched)
-        self.added_documents, self.left_out_documents = sum(1 for n in counts if n), plan.left_out
-        if rows or removed:
-            self._write(rows, removed)
-        return self
-
-    def _vectors(self, texts: Sequence[str], encoder: EncoderLike | None, batch_size: int,
-                 progress: Progress | None) -> np.ndarray:
-        """The new chunks' vectors: the stored vector of a chunk with the same text (a renamed file, the
-        unchanged parts of an edited one), else embedded."""
-        dimension = int(self.manifest["encoder"]["dimension"])
-        out = np.zeros((len(texts), dimension), dtype=np.float32)
-        if not texts:
-            return out
-        hashes = [hashlib.sha256(t.encode(errors="surrogatepass")).hexdigest() for t in texts]
-        stored: dict[str, list[float]] = {}
-        wanted = sorted(set(hashes))
-        for lo in range(0, len(wanted), _FETCH_BATCH):
-            part = wanted[lo : lo + _FETCH_BATCH]
-            expression = f"sha256 in [{', '.join(json.dumps(h) for h in part)}]"
-            for row in _call(self.location, "query", self.client.query, self.location.collection, filter=expression,
-                             output_fields=["sha256", "vector"], limit=_TOP_K):
-                stored.setdefault(row["sha256"], row["vector"])
-        embed = [i for i, h in enumerate(hashes) if h not in stored]
-        for i, h in enumerate(hashes):
-            if h in stored:
-                out[i] = stored[h]
-        if embed:
-            assert encoder is not None  # only a remove passes none, and it adds no chunk
-            out[embed] = embed_batches(encoder, [texts[i] for i in embed], batch_size, progress)
-        return normalize_rows(out).astype(np.float32)
-
-    def _touched_rows(self, keys: list[str], states: dict[str, tuple[int | None, int | None]],
-                      start: int) -> list[dict[str, Any]]:
-        """The rows of sources that were touched but read the same, numbered from ``start``, with their new size and time."""
-        ids = [i for key in keys for i in self.sources[key].chunk_ids()]
-        fields = ["vector", *_RECORD_FIELDS, *SOURCE_FIELDS]
-        found = self._fetch(ids, fields)
-        rows = []
-        for key in keys:
-            size, mtime = states[key]
-            for i in self.sources[key].chunk_ids():
-                row = {name: found[i].get(name) for name in fields}
-                rows.append({**row, "id": start + len(rows), "source_key": key, "source_size": size,
-                             "source_mtime_ns": mtime})
-        return rows
-
-    def _write(self, rows: list[dict[str, Any]], removed: Sequence[int]) -> None:
-        """Insert ``rows`` (ids from :attr:`next_id`), then delete ``removed``; journaled in the properties."""
-        name, first = self.location.collection, self.next_id
-        alter, drop = self.client.alter_collection_properties, self.client.drop_collection_properties
-        if rows:
-            _call(self.location, "alter_collection_properties", alter, name,
-                  properties={_PENDING: Pending("insert", first).encode()})
-            try:
-                _insert(self.client, self.location, name, rows)
-            except BaseException:
-                try:
-                    self.client.delete(name, filter=f"id >= {first}")
-                    self.client.drop_collection_properties(name, property_keys=[_PENDING])
-                except Exception:  # noqa: BLE001 - best effort while the insert error propagates; the next write retries
-                    pass
-                raise
-        commit = Pending("delete", first, tuple(id_ranges(removed)))
-        _call(self.location, "alter_collection_properties", alter, name,
-              properties={_PENDING: commit.encode(), _NEXT_ID: str(first + len(rows))})
-        self.next_id = first + len(rows)
-        self._delete(commit.delete)
-        _call(self.location, "drop_collection_properties", drop, name, property_keys=[_PENDING])
-        self._recount()
-
-    def _delete(self, ranges: Sequence[tuple[int, int]]) -> None:
-        for expression in range_filters(ranges):
-            _call(self.location, "delete", self.client.delete, self.location.collection, filter=expression)
-        _call(self.location, "flush", self.client.flush, self.location.collection)
-
-    def _recount(self) -> None:
-        rows = _call(self.location, "count", self.client.query, self.location.collection, filter="",
-                     output_fields=["count(*)"])
+    def refresh(self) -> None:
+        """Count the rows again and forget the source table read so far (writes call it before planning and after)."""
+        rows = call(self.location, "count", self.client.query, self.location.collection, filter="",
+                    output_fields=["count(*)"])
         self.count, self._sources = int(rows[0]["count(*)"]), None
-
-    def _undo_killed_writes(self) -> None:
-        """Drop killed builds' temporary collections; roll a killed write back (still inserting) or
-        forward (already deleting)."""
-        _clean_leftovers(self.client, self.location)
-        name = self.location.collection
-        description = _call(self.location, "describe_collection", self.client.describe_collection, name)
-        properties = {str(k): str(v) for k, v in (description.get("properties") or {}).items()}
-        self.next_id = int(properties.get(_NEXT_ID, self.next_id))  # another writer may have moved it
-        value = properties.get(_PENDING, "")
-        if not value:
-            self._recount()  # and plan against the rows as they are now, not as this object last saw them
-            return
-        pending = Pending.decode(value, self.location.label)
-        before = self.count
-        if pending.phase == "insert":
-            _call(self.location, "delete", self.client.delete, name, filter=f"id >= {pending.first}")
-            _call(self.location, "flush", self.client.flush, name)
-            what = "deleted the %d chunk(s) of a write that did not finish"
-        else:
-            self._delete(pending.delete)
-            what = "finished a write that was killed (%d chunk(s) deleted)"
-        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
-              property_keys=[_PENDING])
-        self._recount()
-        logger.warning("collection %s: " + what, self.location.label, abs(before - self.count))
-
-    def _migrate(self) -> None:
-        """Copy a format-1 collection into one with the source fields (unknown for its rows) and switch it in,
-        as a rebuild does: the old collection stays in place until the copy is complete."""
-        name, location = self.location.collection, self.location
-        temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
-        schema, indexes = _schema(self.client, int(self.manifest["encoder"]["dimension"]),
-                                  english=_P + "analyzer" in self.properties, full_text=self.full_text)
-        properties = {k: v for k, v in self.properties.items() if k.startswith(_P) and k != _PENDING}
-        properties[_P + "format_version"] = str(MILVUS_FORMAT_VERSION)
-        _call(location, "create_collection", self.client.create_collection, temporary, schema=schema,
-              index_params=indexes, properties=properties)
-        top = -1
-        try:
-            batch: list[dict[str, Any]] = []
-            for row in self.each_record(["id", "vector", *_RECORD_FIELDS]):
-                batch.append({k: row.get(k) for k in ("id", "vector", *_RECORD_FIELDS)})
-                top = max(top, int(row["id"]))
-                if len(batch) == _INSERT_BATCH:
-                    _call(location, "insert", self.client.insert, temporary, batch)
-                    batch = []
-            if batch:
-                _call(location, "insert", self.client.insert, temporary, batch)
-            _call(location, "flush", self.client.flush, temporary)
-            _call(location, "alter_collection_properties", self.client.alter_collection_properties, temporary,
-                  properties={_NEXT_ID: str(top + 1)})
-        except BaseException:
-            _drop_quietly(self.client, temporary)
-            raise
-        _switch(self.client, location, temporary)
-        migrated = MilvusIndex._checked(self.client, location)
-        self.__dict__.update({k: v for k, v in migrated.__dict__.items() if k != "client"})
-        logger.warning("collection %s: moved to format %d (each chunk now records its source file)", location.label,
-                       MILVUS_FORMAT_VERSION)
 
     def each_record(self, fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every row (``id`` and ``fields``, by default the chunk record's), read by windows of ids below
         :attr:`next_id` (a window holds at most that many rows, within Milvus's query limit)."""
-        wanted = ["id", *[f for f in (fields if fields is not None else _RECORD_FIELDS) if f != "id"]]
+        wanted = ["id", *[f for f in (fields if fields is not None else RECORD_FIELDS) if f != "id"]]
         for lo in range(0, self.next_id, _FETCH_BATCH):
-            yield from _call(self.location, "query", self.client.query, self.location.collection,
+            yield from call(self.location, "query", self.client.query, self.location.collection,
                              filter=f"id >= {lo} and id < {lo + _FETCH_BATCH}", output_fields=wanted,
                              limit=_FETCH_BATCH)
 
     # ----------------------------------------------------------------- reading
-    def _fetch(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
+    def fetch_rows(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
+        """The rows of ``ids`` by id (``fields`` of each). Raises InputError for an id that is not stored."""
         found: dict[int, dict[str, Any]] = {}
         wanted = [int(i) for i in ids]
         for lo in range(0, len(wanted), _FETCH_BATCH):
             part = wanted[lo : lo + _FETCH_BATCH]
-            rows = _call(self.location, "query", self.client.query, self.location.collection,
-                         filter=_id_filter(part), output_fields=fields, limit=len(part))
+            rows = call(self.location, "query", self.client.query, self.location.collection,
+                         filter=id_filter(part), output_fields=fields, limit=len(part))
             found.update({int(row["id"]): row for row in rows})
         absent = [i for i in wanted if i not in found]
         if absent:
@@ -621,14 +390,14 @@ class MilvusIndex:
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """The stored chunk records for ``ids`` (the same keys a local index stores)."""
-        rows = self._fetch(ids, list(_RECORD_FIELDS))
-        return [{"id": int(i), **{k: rows[int(i)].get(k) for k in _RECORD_FIELDS}} for i in ids]
+        rows = self.fetch_rows(ids, list(RECORD_FIELDS))
+        return [{"id": int(i), **{k: rows[int(i)].get(k) for k in RECORD_FIELDS}} for i in ids]
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         """The chunks' vectors (float32, L2-normalised), fetched from Milvus."""
         if len(ids) == 0:
             return np.zeros((0, self.manifest["encoder"]["dimension"]), dtype=np.float32)
-        rows = self._fetch(ids, ["vector"])
+        rows = self.fetch_rows(ids, ["vector"])
         return normalize_rows(np.asarray([rows[int(i)]["vector"] for i in ids], dtype=np.float32)).astype(np.float32)
 
     def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -639,7 +408,7 @@ class MilvusIndex:
                              f"the index {self.manifest['encoder']['dimension']}")
         if k <= 0 or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        hits = _call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
+        hits = call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
                      anns_field="vector", limit=min(k, self.count, _TOP_K), search_params={"metric_type": "COSINE"})[0]
         return _ranked([(int(h["id"]), float(h["distance"])) for h in hits], np.float32)
 
@@ -649,7 +418,7 @@ class MilvusIndex:
                                   "Milvus 2.5 or later and a collection built by it); use --scoring dense --n-min 0")
         if not _WORD.search(text) or limit <= 0:
             return []
-        hits = _call(self.location, "full-text search", self.client.search, self.location.collection, data=[text],
+        hits = call(self.location, "full-text search", self.client.search, self.location.collection, data=[text],
                      anns_field="sparse", limit=limit, filter=id_filter, search_params={"metric_type": "BM25"})[0]
         # Milvus reports BM25 as a score; Milvus Lite 3.2 as its negative (a distance): the magnitude is the score
         return [(int(h["id"]), abs(float(h["distance"]))) for h in hits if float(h["distance"]) != 0.0]
@@ -667,7 +436,7 @@ class MilvusIndex:
         found: dict[int, float] = {}
         for lo in range(0, len(unique), _TOP_K):
             part = unique[lo : lo + _TOP_K]
-            found.update(self._full_text(text, len(part), _id_filter(part)))
+            found.update(self._full_text(text, len(part), id_filter(part)))
         for position, chunk_id in enumerate(ids):
             scores[position] = found.get(int(chunk_id), 0.0)
         return scores
@@ -717,57 +486,3 @@ def _ranked(hits: list[tuple[int, float]], dtype: Any) -> tuple[np.ndarray, np.n
     """Hits best first, ties by the lower id (as the local index orders them)."""
     hits = sorted(hits, key=lambda h: (-h[1], h[0]))
     return np.asarray([h[0] for h in hits], dtype=np.int64), np.asarray([h[1] for h in hits], dtype=dtype)
-
-
-def _switch(client: Any, location: MilvusLocation, temporary: str) -> None:
-    """Put the complete ``temporary`` collection in place of ``location``'s, keeping the old one until it is."""
-    name = location.collection
-    aside = None
-    if _call(location, "has_collection", client.has_collection, name):
-        aside = f"{name}{_REPLACED}{secrets.token_hex(4)}"
-        try:
-            _call(location, "rename_collection", client.rename_collection, name, aside)
-        except BaseException:
-            _drop_quietly(client, temporary)
-            raise
-    try:
-        _call(location, "rename_collection", client.rename_collection, temporary, name)
-    except BaseException:
-        if aside is not None:
-            try:
-                client.rename_collection(aside, name)
-            except Exception:  # noqa: BLE001 - the next command renames it back (see _restore_switch)
-                pass
-        _drop_quietly(client, temporary)
-        raise
-    if aside is not None:
-        _drop_quietly(client, aside)
-
-
-def _restore_switch(client: Any, location: MilvusLocation) -> None:
-    """A switch a kill interrupted left ``NAME`` missing and the old collection aside: rename it back."""
-    name = location.collection
-    names = _call(location, "list_collections", client.list_collections)
-    aside = sorted(n for n in names if n.startswith(name + _REPLACED))
-    if aside and name not in names:
-        _call(location, "rename_collection", client.rename_collection, aside[-1], name)
-        logger.warning("collection %s: a rebuild was interrupted; the previous collection is back", location.label)
-
-
-def _clean_leftovers(client: Any, location: MilvusLocation) -> None:
-    """Before a write: restore an interrupted switch, then drop what killed builds and switches left."""
-    _restore_switch(client, location)
-    prefixes = (location.collection + _BUILDING, location.collection + _REPLACED)
-    for leftover in _call(location, "list_collections", client.list_collections):
-        if leftover.startswith(prefixes):
-            _call(location, "drop_collection", client.drop_collection, leftover)
-            logger.info("collection %s: dropped %s, left by a build that did not finish", location.label, leftover)
-
-
-def _drop_quietly(client: Any, name: str) -> None:
-    """Drop a half-built collection; a failure here must not hide the error that got us here."""
-    try:
-        if client.has_collection(name):
-            client.drop_collection(name)
-    except Exception:  # noqa: BLE001 - best effort while another exception propagates
-        pass

@@ -20,7 +20,7 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 from pymilvus.exceptions import MilvusException  # noqa: E402
 
-from meteora_edge.index import milvus_index  # noqa: E402
+from meteora_edge.index import milvus_collection, milvus_index, milvus_updates  # noqa: E402
 from meteora_edge.index.milvus_index import MilvusIndex  # noqa: E402
 
 ENC = HashingEncoder()
@@ -132,7 +132,7 @@ def test_killed_builds_leave_temporary_collections_that_the_next_write_drops(old
 @pytest.mark.parametrize("at", [2, 3])  # killed after one batch, after two
 def test_a_killed_add_is_undone_and_re_running_it_adds_each_chunk_once(old, monkeypatch, at):
     location, texts = old
-    monkeypatch.setattr(milvus_index, "_INSERT_BATCH", 2)
+    monkeypatch.setattr(milvus_collection, "INSERT_BATCH", 2)
     documents = _docs()[1:]
     made = _inject(monkeypatch, "insert", at, Killed("insert"))
     index = MilvusIndex.open(location)
@@ -140,7 +140,7 @@ def test_a_killed_add_is_undone_and_re_running_it_adds_each_chunk_once(old, monk
         index.add(documents, ENC)
     made[0]._client.close()
     monkeypatch.undo()
-    monkeypatch.setattr(milvus_index, "_INSERT_BATCH", 2)
+    monkeypatch.setattr(milvus_collection, "INSERT_BATCH", 2)
     with MilvusIndex.open(location) as partial:
         assert len(partial) == len(texts) + 2 * (at - 1)  # the kill left a partial add
         added = partial.add(documents, ENC)
@@ -181,7 +181,7 @@ def test_a_killed_sync_leaves_the_old_or_the_new_state_after_the_next_write(tmp_
     made[0]._client.close()
     monkeypatch.undo()
     with MilvusIndex.open(location) as after:
-        after._prepare_write()  # what every write does first
+        milvus_updates.prepare_write(after)  # what every write does first
         texts = sorted(r["text"] for r in after.each_record())
         assert "pending_add" not in str(after.client.describe_collection(location.collection)["properties"])
     if state == "old":

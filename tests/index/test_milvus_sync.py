@@ -14,7 +14,7 @@ from meteora_edge.index.milvus_location import milvus_location
 
 pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
-from meteora_edge.index import milvus_index  # noqa: E402
+from meteora_edge.index import milvus_collection, milvus_index, milvus_updates  # noqa: E402
 from meteora_edge.index.milvus_index import MilvusIndex  # noqa: E402
 
 ENC = HashingEncoder()
@@ -157,11 +157,11 @@ class _Other(HashingEncoder):
 
 def _format_1(notes, tmp_path, monkeypatch):
     """A collection as format 1 wrote it: no source fields, no next id, format_version 1."""
-    monkeypatch.setattr(milvus_index, "add_source_fields", lambda *args: None)
+    monkeypatch.setattr(milvus_collection, "add_source_fields", lambda *args: None)
     monkeypatch.setattr(milvus_index, "document_columns", lambda documents: [{} for _ in documents])
     index = _build(notes, tmp_path)
     name = index.location.collection
-    index.client.drop_collection_properties(name, property_keys=[milvus_index._NEXT_ID])
+    index.client.drop_collection_properties(name, property_keys=[milvus_updates.NEXT_ID])
     index.client.alter_collection_properties(name, properties={"meteora_edge.format_version": "1"})
     location = index.location
     index.close()
