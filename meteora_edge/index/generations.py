@@ -91,7 +91,7 @@ def _fsync_file(path: Path) -> None:
 def fsync_together(files: Sequence[Path], folders: Sequence[Path]) -> None:
     """fsync every file and folder, all at once: each is on disk when this returns, as with one
     fsync after another, but a journaling file system commits them in one go instead of one
-    transaction each (an update's 15 fsyncs cost about two). Raises the first OSError."""
+    transaction each (an update makes 16 fsyncs in three rounds). Raises the first OSError."""
     jobs = [(_fsync_file, p) for p in files] + [(_fsync_folder, p) for p in folders]
     with ThreadPoolExecutor(max_workers=min(len(jobs), 16) or 1) as pool:
         for future in [pool.submit(fn, path) for fn, path in jobs]:
