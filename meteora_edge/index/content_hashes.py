@@ -47,7 +47,11 @@ def _each_record(index: _Records) -> Iterator[dict[str, Any]]:
 
 def _stored(index: _Records, wanted: set[str]) -> set[str]:
     """The hashes in ``wanted`` that belong to a stored chunk (the record's own ``sha256`` when
-    the index stores one, else the hash of its text); reading stops once all are found."""
+    the index stores one, else the hash of its text); reading stops once all are found. An index
+    that can look hashes up itself (``stored_hashes``, a Milvus collection) is asked instead."""
+    lookup = getattr(index, "stored_hashes", None)
+    if lookup is not None:
+        return set(lookup(wanted))
     found: set[str] = set()
     for record in _each_record(index):
         if len(found) == len(wanted):

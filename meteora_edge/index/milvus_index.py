@@ -81,7 +81,7 @@ from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_row
                                 drop_quietly, id_filter, insert_rows, restore_switch, switch_in)
 from .milvus_location import MilvusLocation, connect
 from .milvus_sources import SOURCE_FIELDS, TABLE_FIELDS, document_columns, per_chunk, read_table
-from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write
+from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write, rows_by_hash
 from .sources import SourceEntry
 from .updates import addition, plan_add, plan_remove, plan_sync
 
@@ -261,7 +261,7 @@ class MilvusIndex:
             temporary = f"{name}{BUILDING}{secrets.token_hex(4)}"
             schema, indexes = collection_schema(client, int(vectors.shape[1]))
             call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
-                  temporary, schema=schema, index_params=indexes, properties=properties)
+                 temporary, schema=schema, index_params=indexes, properties=properties)
             try:
                 insert_rows(client, location, temporary, rows)
             except BaseException:
@@ -299,9 +299,11 @@ class MilvusIndex:
         prepare_write(self)
         plan = plan_add(self, documents, allow_duplicates=allow_duplicates)
         if not allow_duplicates:  # a new source's documents whose every chunk is stored already are left out
+            fresh = [d for item in plan.add if item.key not in self.sources for d in item.documents]
+            unseen = {id(d) for d in unseen_documents(self, fresh)} if fresh else set()
             kept = []
             for item in plan.add:
-                docs = item.documents if item.key in self.sources else unseen_documents(self, item.documents)
+                docs = [d for d in item.documents if item.key in self.sources or id(d) in unseen]
                 plan.left_out += len(item.documents) - len(docs)
                 if docs:
                     kept.append(addition(item.key, docs, (item.size, item.mtime_ns)))
@@ -344,11 +346,11 @@ class MilvusIndex:
             InputError: a name that matches no source (nothing is deleted), or deleting every chunk.
             CollectionError: Milvus refused a step.
         """
-        self._sources = None  # the rows as they are now (another writer may have changed them)
-        plan_remove(self.sources, sources, f"collection {self.location.label}")  # a bad name: refused before any write
+        where = f"collection {self.location.label}"
+        self.refresh()  # the rows as they are now (another writer may have changed them)
+        plan_remove(self.sources, sources, where)  # a name that matches nothing is refused before any write
         prepare_write(self)
-        return apply_plan(self, plan_remove(self.sources, sources, f"collection {self.location.label}"), None,
-                           batch_size=64, progress=None)
+        return apply_plan(self, plan_remove(self.sources, sources, where), None, batch_size=64, progress=None)
 
     @property
     def sources(self) -> dict[str, SourceEntry]:
@@ -363,6 +365,10 @@ class MilvusIndex:
         rows = call(self.location, "count", self.client.query, self.location.collection, filter="",
                     output_fields=["count(*)"])
         self.count, self._sources = int(rows[0]["count(*)"]), None
+
+    def stored_hashes(self, wanted: set[str]) -> set[str]:
+        """The chunk-text hashes in ``wanted`` that some stored chunk has (looked up by Milvus, not by a scan)."""
+        return set(rows_by_hash(self, sorted(wanted), ["sha256"]))
 
     def each_record(self, fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
         """Every row (``id`` and ``fields``, by default the chunk record's), read by windows of ids below

@@ -32,14 +32,14 @@ from .updates import UpdatePlan
 if TYPE_CHECKING:
     from .milvus_index import MilvusIndex
 
-__all__ = ["prepare_write", "apply_plan", "FORMAT_VERSION", "PENDING", "NEXT_ID"]
+__all__ = ["prepare_write", "apply_plan", "rows_by_hash", "FORMAT_VERSION", "PENDING", "NEXT_ID"]
 
 #: the collection format that tracks sources (a format-1 collection is migrated to it)
 FORMAT_VERSION = 2
 _P = PREFIX
 PENDING = _P + "pending_add"
 NEXT_ID = _P + "next_id"
-_FETCH_BATCH = 4096
+_HASH_BATCH = 1024  # hashes per query
 _TOP_K = 16_384  # Milvus's largest query limit
 
 logger = logging.getLogger(__name__)
@@ -87,22 +87,32 @@ def _stored_or_embedded(index: MilvusIndex, texts: Sequence[str], encoder: Encod
     if not texts:
         return out
     hashes = [hashlib.sha256(t.encode(errors="surrogatepass")).hexdigest() for t in texts]
-    stored: dict[str, list[float]] = {}
-    wanted = sorted(set(hashes))
-    for lo in range(0, len(wanted), _FETCH_BATCH):
-        part = wanted[lo : lo + _FETCH_BATCH]
-        expression = f"sha256 in [{', '.join(json.dumps(h) for h in part)}]"
-        for row in call(index.location, "query", index.client.query, index.location.collection, filter=expression,
-                        output_fields=["sha256", "vector"], limit=_TOP_K):
-            stored.setdefault(row["sha256"], row["vector"])
+    stored = rows_by_hash(index, hashes, ["sha256", "vector"])
     embed = [i for i, h in enumerate(hashes) if h not in stored]
     for i, h in enumerate(hashes):
         if h in stored:
-            out[i] = stored[h]
+            out[i] = stored[h]["vector"]
     if embed:
         assert encoder is not None  # only a remove passes none, and it adds no chunk
         out[embed] = embed_batches(encoder, [texts[i] for i in embed], batch_size, progress)
     return normalize_rows(out).astype(np.float32)
+
+
+def rows_by_hash(index: MilvusIndex, hashes: Sequence[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+    """One stored row for each of ``hashes`` (a chunk text's sha256) the collection holds, with ``fields``."""
+    found: dict[str, dict[str, Any]] = {}
+    pending = [sorted(set(hashes))[lo : lo + _HASH_BATCH] for lo in range(0, len(set(hashes)), _HASH_BATCH)]
+    while pending:
+        part = pending.pop()
+        expression = f"sha256 in [{', '.join(json.dumps(h) for h in part)}]"
+        rows = call(index.location, "query", index.client.query, index.location.collection, filter=expression,
+                    output_fields=fields, limit=_TOP_K)
+        if len(rows) == _TOP_K and len(part) > 1:  # the limit may have cut some hashes off: ask in halves
+            pending += [part[: len(part) // 2], part[len(part) // 2 :]]
+            continue
+        for row in rows:
+            found.setdefault(row["sha256"], row)
+    return found
 
 
 def _touched_rows(index: MilvusIndex, keys: list[str], states: dict[str, tuple[int | None, int | None]],

@@ -226,3 +226,13 @@ def test_each_write_plans_against_the_rows_as_they_are_now(notes, tmp_path):
     first.add([SourceDocument("z", "Zebras graze at dawn.", {})], ENC)
     assert first.records([7])[0]["text"] == "Zebras graze at dawn."  # never an id the other object used
     first.close()
+
+
+def test_hash_lookups_split_a_query_that_reaches_milvus_s_limit(notes, tmp_path, monkeypatch):
+    index = _build(notes, tmp_path)
+    hashes = sorted({r["sha256"] for r in index.each_record()})
+    monkeypatch.setattr(milvus_updates, "_TOP_K", 2)  # every query of more than one hash reaches the limit
+    found = milvus_updates.rows_by_hash(index, [*hashes, "0" * 64], ["sha256", "vector"])
+    assert sorted(found) == hashes and all(len(row["vector"]) == 384 for row in found.values())
+    assert index.stored_hashes({hashes[0], "f" * 64}) == {hashes[0]}
+    index.close()
