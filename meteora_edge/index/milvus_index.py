@@ -357,7 +357,12 @@ class MilvusIndex:
         """The source table, read from the rows (see :func:`~meteora_edge.index.milvus_sources.read_table`)."""
         if self._sources is None:
             fields = TABLE_FIELDS if self.tracks_sources else [f for f in TABLE_FIELDS if f not in SOURCE_FIELDS]
-            self._sources = read_table(self.each_record(fields))
+            rows = list(self.each_record(fields))
+            bare = [int(row["id"]) for row in rows if not row.get("file")]  # named by document id or metadata
+            if bare:
+                extra = self.fetch_rows(bare, ["source", "metadata"])
+                rows = [row if row.get("file") else {**row, **extra[int(row["id"])]} for row in rows]
+            self._sources = read_table(rows)
         return self._sources
 
     def refresh(self) -> None:

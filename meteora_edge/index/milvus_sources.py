@@ -39,8 +39,8 @@ __all__ = ["SOURCE_FIELDS", "Pending", "add_source_fields", "source_columns", "d
            "read_table", "id_ranges", "range_filters"]
 
 SOURCE_FIELDS = ("source_key", "source_size", "source_mtime_ns", "source_sha256")
-#: fields read to rebuild the table (the last three for rows of a migrated format-1 collection)
-TABLE_FIELDS = ["id", *SOURCE_FIELDS, "file", "source", "metadata"]
+#: fields read to rebuild the table (a row without a file also needs its ``source`` and ``metadata``)
+TABLE_FIELDS = ["id", "file", *SOURCE_FIELDS]
 _FILTER_RANGES = 256  # id ranges per delete expression
 
 
@@ -81,8 +81,9 @@ class _Group:
 
 
 def read_table(rows: Iterable[dict[str, Any]]) -> dict[str, SourceEntry]:
-    """The source table of a collection from its rows (any order): key → entry whose ``documents``
-    are the runs of consecutive chunk ids (their text hashes are not stored: ``None``)."""
+    """The source table of a collection from its rows (any order; :data:`TABLE_FIELDS`, and ``source`` and
+    ``metadata`` for a row without a file): key → entry whose ``documents`` are the runs of consecutive
+    chunk ids (their text hashes are not stored: ``None``)."""
     groups: dict[str, _Group] = {}
     for row in rows:
         key = row.get("source_key")
