@@ -89,7 +89,7 @@ def read_table(rows: Iterable[dict[str, Any]]) -> dict[str, SourceEntry]:
         key = row.get("source_key")
         label = str(row.get("file") or record_file(row))
         if not key:  # a row of a migrated format-1 collection: keyed by its file, as table_from_records does
-            key = source_key(SourceDocument(str(row["source"]), "", {}, label))
+            key = source_key(SourceDocument(str(row.get("source", "")), "", {}, label))
         group = groups.setdefault(key, _Group(label, [], set()))
         group.ids.append(int(row["id"]))
         group.states.add((row.get("source_size"), row.get("source_mtime_ns"), row.get("source_sha256")))
