@@ -11,7 +11,6 @@ from pathlib import Path
 import click
 
 from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
-from meteora_edge.index.content_hashes import unseen_documents
 from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
 from meteora_edge.index.local_index import LocalIndex
@@ -142,7 +141,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             from meteora_edge.index.milvus_index import MilvusIndex
 
             built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                      batch_size=batch_size, overwrite=overwrite, progress=progress)
+                                      batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
             where = location.label
     took = max(time.monotonic() - started, 1e-9)
     click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where} in {took:.1f} s "
@@ -171,35 +170,36 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id, bulk=True)
     check_encoder(current, encoder, index_dir)
-    if isinstance(current, LocalIndex):  # the plan is made under the writer lock, against the current version
-        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
-            grown = current.add(documents, encoder, batch_size=batch_size, progress=progress,
-                                allow_duplicates=allow_duplicates)
-        replaced = f", replacing {grown.removed_chunks} chunks of changed files" if grown.removed_chunks else ""
-        note = (f"; {grown.left_out_documents} document(s) already in the index were left out"
-                if grown.left_out_documents else "")
-        click.echo(f"read {_counts(documents, skipped)}; added {grown.added_chunks} chunks{replaced}{note}; "
-                   f"{index_dir} now holds {len(grown)}", err=True)
-        return
-    fresh = documents if allow_duplicates else unseen_documents(current, documents)  # type: ignore[arg-type]
-    known = len(documents) - len(fresh)
-    added, total = 0, len(current)
-    if fresh:
-        with progress_reporter(progress_mode, "embedding", "chunks") as progress:
-            added = current.add(fresh, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
-                                allow_duplicates=True)
-        total = len(current)
-    note = f"; {known} document(s) already in the index were left out" if known else ""
-    click.echo(f"read {_counts(documents, skipped)}; added {added} chunks{note}; {index_dir} now holds {total}",
-               err=True)
+    with progress_reporter(progress_mode, "embedding", "chunks") as progress:
+        if isinstance(current, LocalIndex):  # the plan is made under the writer lock, against the current version
+            grown: Any = current.add(documents, encoder, batch_size=batch_size, progress=progress,
+                                     allow_duplicates=allow_duplicates)
+        else:
+            current.add(documents, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
+                        allow_duplicates=allow_duplicates)
+            grown = current
+    replaced = f", replacing {grown.removed_chunks} chunks of changed files" if grown.removed_chunks else ""
+    note = (f"; {grown.left_out_documents} document(s) already in the index were left out"
+            if grown.left_out_documents else "")
+    click.echo(f"read {_counts(documents, skipped)}; added {grown.added_chunks} chunks{replaced}{note}; "
+               f"{index_dir} now holds {len(grown)}", err=True)
+
+
+def _updatable(index_dir: str) -> Any:
+    """The index to update by source: a local index folder or a Milvus collection (both have sync and remove)."""
+    from meteora_edge.index.milvus_location import is_milvus_url
+
+    if is_milvus_url(index_dir):
+        return open_index(index_dir)
+    return LocalIndex.load(index_dir, verify=False)
 
 
 def _local_index(index_dir: str, command: str) -> LocalIndex:
     from meteora_edge.index.milvus_location import is_milvus_url
 
     if is_milvus_url(index_dir):
-        raise InputError(f"index {command} works on a local index folder; a Milvus collection follows its files "
-                         "only through 'index add' (or a rebuild) for now")
+        raise InputError(f"index {command} works on a local index folder; Milvus compacts a collection's segments "
+                         "itself")
     return LocalIndex.load(index_dir, verify=False)
 
 
@@ -210,7 +210,8 @@ def _local_index(index_dir: str, command: str) -> LocalIndex:
 @_reading_and_embedding_options
 def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool, follow_links: bool,
          bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
-    """Make INDEX follow the files and folders given: add new files, replace changed ones, remove deleted ones.
+    """Make INDEX (a folder or milvus:// collection) follow the files and folders given: add new files, replace
+    changed ones, remove deleted ones.
 
     Only files whose size or modification time changed are read again; a renamed or copied
     file re-uses its stored vectors. Sources outside the folders given are left alone, and
@@ -221,8 +222,9 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
     Examples:
       meteora-edge index sync notes.idx notes/
       meteora-edge index sync notes.idx notes/ more-notes/today.md
+      meteora-edge index sync milvus://./notes.db notes/
     """
-    current = _local_index(index_dir, "sync")
+    current = _updatable(index_dir)
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
     check_encoder(current, encoder, index_dir)
@@ -237,14 +239,15 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
 @click.argument("index_dir", metavar="INDEX")
 @click.argument("sources", nargs=-1, required=True)
 def remove(index_dir: str, sources: tuple[str, ...]) -> None:
-    """Remove the chunks of SOURCES (file paths as indexed, or folders: every source under them) from INDEX.
+    """Remove the chunks of SOURCES (file paths as indexed, or folders: every source under them) from INDEX
+    (a folder or milvus:// collection).
 
     \b
     Examples:
       meteora-edge index remove notes.idx notes/old-plan.md
       meteora-edge index remove notes.idx notes/archive/
     """
-    left = _local_index(index_dir, "remove").remove(list(sources))
+    left = _updatable(index_dir).remove(list(sources))
     click.echo(f"removed {left.removed_chunks} chunks from {index_dir}; it now holds {len(left)}", err=True)
 
 

@@ -40,11 +40,18 @@ def test_read_only_commands_on_a_missing_lite_database_create_nothing(tmp_path, 
     assert sorted(os.listdir(tmp_path)) == before
 
 
-@pytest.mark.parametrize("command", ["sync", "remove", "compact"])
-def test_sync_remove_and_compact_refuse_a_milvus_url_in_one_line(tmp_path, command):
-    extra = [] if command == "compact" else [str(tmp_path)]
-    result = _run("index", command, "milvus://./x.db", *extra, cwd=tmp_path)
-    assert result.exit_code == 1 and "works on a local index folder" in result.output
+@pytest.mark.parametrize("command", ["sync", "remove"])
+def test_sync_and_remove_on_a_missing_lite_database_create_nothing(tmp_path, command):
+    result = _run("index", command, "milvus://./x.db", str(tmp_path / "note.md"), cwd=tmp_path)
+    assert result.exit_code == 1 and result.output.strip().splitlines()[-1].startswith(
+        "Error: the Milvus Lite database ./x.db does not exist; build one with")
+    assert os.listdir(tmp_path) == []
+
+
+def test_compact_refuses_a_milvus_url_in_one_line(tmp_path):
+    result = _run("index", "compact", "milvus://./x.db", cwd=tmp_path)
+    assert result.exit_code == 1 and result.output.strip().splitlines() == [
+        "Error: index compact works on a local index folder; Milvus compacts a collection's segments itself"]
     assert os.listdir(tmp_path) == []
 
 

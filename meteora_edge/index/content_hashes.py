@@ -35,14 +35,23 @@ def _text_hash(text: str) -> str:
 
 
 def _each_record(index: _Records) -> Iterator[dict[str, Any]]:
-    """Every stored record in id order, read a batch at a time."""
+    """Every stored record, read a batch at a time: through the index's own ``each_record`` when it has
+    one (a Milvus collection, whose ids have gaps once chunks were deleted), else in id order."""
+    each = getattr(index, "each_record", None)
+    if each is not None:
+        yield from each()
+        return
     for lo in range(0, len(index), _READ_BATCH):
         yield from index.records(range(lo, min(lo + _READ_BATCH, len(index))))
 
 
 def _stored(index: _Records, wanted: set[str]) -> set[str]:
     """The hashes in ``wanted`` that belong to a stored chunk (the record's own ``sha256`` when
-    the index stores one, else the hash of its text); reading stops once all are found."""
+    the index stores one, else the hash of its text); reading stops once all are found. An index
+    that can look hashes up itself (``stored_hashes``, a Milvus collection) is asked instead."""
+    lookup = getattr(index, "stored_hashes", None)
+    if lookup is not None:
+        return set(lookup(wanted))
     found: set[str] = set()
     for record in _each_record(index):
         if len(found) == len(wanted):

@@ -114,62 +114,74 @@ def is_index_folder(folder: Path) -> bool:
     return False
 
 
-def _children(folder: Path, skip: SkipHandler) -> Iterator[Path]:
+def _child(folder: str, name: str) -> str:
+    """``folder / name`` as pathlib spells it (``.`` / ``a.md`` is ``a.md``), without building a Path per file."""
+    return name if folder == "." else os.path.join(folder, name)
+
+
+def _children(folder: str, skip: SkipHandler) -> Iterator[str]:
     """The entries of ``folder`` that are not hidden, sorted by name (a folder that cannot be read is skipped)."""
     try:
         names = sorted(os.listdir(folder))
     except FileNotFoundError:
-        skip(folder, "the folder vanished while it was read")
+        skip(Path(folder), "the folder vanished while it was read")
         return iter(())
     except OSError as exc:
-        skip(folder, f"cannot read the folder ({exc.strerror or exc})")
+        skip(Path(folder), f"cannot read the folder ({exc.strerror or exc})")
         return iter(())
-    return iter([folder / name for name in names if not name.startswith(".")])
+    return iter([_child(folder, name) for name in names if not name.startswith(".")])
 
 
-def _walk(folder: Path, skip: SkipHandler, follow_links: bool) -> Iterator[Path]:
+#: a file found, with its ``lstat`` when that is also its ``stat`` (a regular file, not a link)
+_Found = tuple["Path | str", "os.stat_result | None"]
+_SUFFIXES = TEXT_SUFFIXES + JSON_SUFFIXES
+
+
+def _walk(folder: Path, skip: SkipHandler, follow_links: bool) -> Iterator[_Found]:
     """The files under ``folder`` in sorted path order, walked with a stack (any depth), reporting
-    every entry that is not a readable file of a supported type."""
+    every entry that is not a readable file of a supported type. Paths are strings until reported."""
     roots = [os.path.realpath(folder)]
-    stack = [_children(folder, skip)]  # the folder given may itself be a link: it is followed
+    stack = [_children(str(folder), skip)]  # the folder given may itself be a link: it is followed
     while stack:
         found = next(stack[-1], None)
         if found is None:
             stack.pop()
             continue
         try:
-            mode = os.lstat(found).st_mode
+            info: os.stat_result | None = os.lstat(found)
         except FileNotFoundError:
-            skip(found, "it vanished while the folder was read")
+            skip(Path(found), "it vanished while the folder was read")
             continue
         except OSError as exc:
-            skip(found, f"cannot read it ({exc.strerror or exc})")
+            skip(Path(found), f"cannot read it ({exc.strerror or exc})")
             continue
+        assert info is not None
+        mode = info.st_mode
         if stat.S_ISDIR(mode):
-            if is_index_folder(found):
-                skip(found, _INDEX_FOLDER)
+            if is_index_folder(Path(found)):
+                skip(Path(found), _INDEX_FOLDER)
             else:
                 stack.append(_children(found, skip))
             continue
         if stat.S_ISLNK(mode):
-            reason = _link_reason(found, roots, follow_links)
+            reason, info = _link_reason(Path(found), roots, follow_links), None
         else:
             kind = _kind(mode)
             reason = f"{kind}, not a file" if kind else None
         if reason:
-            skip(found, reason)
-        elif found.suffix.lower() in TEXT_SUFFIXES + JSON_SUFFIXES:
-            yield found
+            skip(Path(found), reason)
+        elif os.path.splitext(found)[1].lower() in _SUFFIXES:
+            yield found, info
         else:
-            skip(found, _unsupported(found))
+            skip(Path(found), _unsupported(Path(found)))
 
 
-def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler, follow_links: bool) -> Iterator[Path | str]:
+def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler, follow_links: bool) -> Iterator[_Found]:
     if sum(is_stdin(raw) for raw in paths) > 1:
         raise InputError("standard input (-) can be read once; give - a single time")
     for raw in paths:
         if is_stdin(raw):
-            yield STDIN
+            yield STDIN, None
             continue
         path = Path(raw)
         if path.is_dir() and is_index_folder(path):
@@ -179,7 +191,7 @@ def _expand(paths: Sequence[str | os.PathLike[str]], skip: SkipHandler, follow_l
         elif path.suffix.lower() == ".pdf" and path.is_file():
             skip(path, _PDF)
         elif path.exists():
-            yield path  # a file named on purpose is read as text whatever its extension
+            yield path, None  # a file named on purpose is read as text whatever its extension
         else:
             raise InputError(f"file not found: {path}")
 
@@ -226,12 +238,12 @@ def read_changed(
     listed: set[str] = set()
     states: dict[str, tuple[int, int]] = {}
 
-    def wanted(path: Path | str) -> bool:
+    def wanted(path: Path | str, info: os.stat_result | None) -> bool:
         if is_stdin(path):
             return True
         key = os.path.abspath(path)
         try:
-            info = os.stat(path)
+            info = info or os.stat(path)
         except OSError:
             return True  # reading it reports why
         state = (info.st_size, info.st_mtime_ns)
@@ -254,7 +266,7 @@ def _read_documents(
     strict: bool = False,
     on_skip: SkipHandler | None = None,
     follow_links: bool = False,
-    wanted: Callable[[Path | str], bool] | None = None,
+    wanted: Callable[[Path | str, os.stat_result | None], bool] | None = None,
     allow_empty: bool = False,
 ) -> list[SourceDocument]:
     """Read every document from files and folders (searched recursively).
@@ -285,6 +297,8 @@ def _read_documents(
     skipped: list[tuple[Path, str]] = []
 
     def skip(path: Path | str, reason: str) -> None:
+        if not is_stdin(path):
+            path = Path(path)  # a walked file is a string until it is reported
         label = path_label(path)
         reason = reason.replace(str(path), label)  # a non-UTF-8 file name stays printable
         if strict:
@@ -296,9 +310,11 @@ def _read_documents(
             logger.warning("skipped %s: %s", label, reason)
 
     documents: list[SourceDocument] = []
-    for path in _expand(paths, skip, follow_links):
-        if wanted is not None and not wanted(path):
+    for path, info in _expand(paths, skip, follow_links):
+        if wanted is not None and not wanted(path, info):
             continue
+        if not is_stdin(path):
+            path = Path(path)  # a walked file is a string until it is read
         try:
             found = _file_documents(path)
         except InputError as exc:

@@ -41,8 +41,8 @@ from .corpus import SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
                        SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
-from .sources import SourceEntry, decode_table, group_by_source, is_under, matching_sources, table_from_records
-from .updates import UpdatePlan, addition, apply_update, build_table, plan_add
+from .sources import SourceEntry, decode_table, table_from_records
+from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync
 from .chunking import count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
@@ -319,13 +319,7 @@ class LocalIndex:
             raise InputError("name at least one source to remove")
 
         def plan(base: LocalIndex) -> UpdatePlan:
-            keys: set[str] = set()
-            for name in sources:
-                found = matching_sources(base.sources, name)
-                if not found:
-                    raise InputError(f"{name} is not a source of the index at {base.root} (nothing was removed)")
-                keys |= found
-            return UpdatePlan("remove", remove=keys)
+            return plan_remove(base.sources, sources, f"the index at {base.root}")
 
         return self._update(plan, None, batch_size=64, progress=None, lock_timeout=lock_timeout)
 
@@ -356,32 +350,8 @@ class LocalIndex:
                 sync would leave no chunk.
             LocalIndexError: another encoder built the index, or it cannot be written.
         """
-        from .corpus import read_changed
-        from .sources import content_hash
-
         def plan(base: LocalIndex) -> UpdatePlan:
-            table = base.sources
-
-            def unchanged(key: str, state: tuple[int, int]) -> bool:
-                entry = table.get(key)
-                return entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
-
-            documents, listed, states = read_changed(paths, unchanged=unchanged, strict=strict, on_skip=on_skip,
-                                                     follow_links=follow_links)
-            out = UpdatePlan("sync")
-            for key, docs in group_by_source(documents).items():
-                entry = table.get(key)
-                if entry is not None and entry.sha256 == content_hash(docs):
-                    out.touch[key] = states.get(key, (None, None))
-                    continue
-                if entry is not None:
-                    out.remove.add(key)
-                out.add.append(addition(key, docs, states.get(key)))
-            scope = [os.path.abspath(p) for p in paths if os.fspath(p) != "-"]
-            for key in table:
-                if key not in listed and any(is_under(key, root) for root in scope):
-                    out.remove.add(key)
-            return out
+            return plan_sync(base.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
 
         return self._update(plan, encoder, batch_size=batch_size, progress=progress, lock_timeout=lock_timeout)
 

@@ -10,12 +10,18 @@ One row per chunk::
     sha256, source, file            VARCHAR: the text's hash, the document id, the file
     position, start, end            INT64: place in the document, character offsets
     metadata                        JSON: the document's metadata
+    source_key, source_size,        the source file's absolute path, size, modification time and
+    source_mtime_ns, source_sha256  content hash (format 2; see :mod:`meteora_edge.index.milvus_sources`)
 
 The collection's properties say who wrote it: ``meteora_edge.format``
 (``meteora-edge-milvus``), ``meteora_edge.format_version``, ``meteora_edge.encoder`` and
-``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``
-and ``meteora_edge.analyzer``. Opening refuses a collection without them (the analyser may be
-absent: an older collection), of a newer format, or built by another encoder.
+``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``,
+``meteora_edge.analyzer`` and ``meteora_edge.next_id`` (the id the next chunk gets; deleted ids
+are never used again). Opening refuses a collection without them (the analyser and the next id
+may be absent: an older collection), of a newer format, or built by another encoder. A
+collection of format 1 (no source fields) opens and reads as before; its first write copies it
+into format 2 with the sources unknown (the next ``sync`` reads each file once more) and switches
+the copy in as a rebuild does.
 
 **Analyser.** The ``text`` field is analysed by Milvus's own analyser set as close to this
 package's ``english`` analyser as Milvus allows: the standard tokenizer, lower-casing, the
@@ -41,11 +47,14 @@ renamed aside (``NAME__replaced_xxxxxxxx``), the new one renamed to ``NAME``, an
 the old one dropped; a failed switch renames the old one back. A switch a kill interrupted
 (``NAME`` missing, its old collection aside) is undone by the next command that opens ``NAME``;
 the next write (``build`` or ``add``) also drops the temporary collections killed builds left.
-:meth:`MilvusIndex.add` records the first id it writes in the collection's properties
-(``meteora_edge.pending_add``) before inserting and removes it once the rows are flushed; a
-failed insert deletes what it inserted, and an add that was killed is undone by the next
-write, so re-running it adds each document once. There is no writer lock: run one writer per
-collection at a time (a write removes another writer's temporary collection).
+:meth:`MilvusIndex.add`, :meth:`MilvusIndex.sync` and :meth:`MilvusIndex.remove` work by source
+file, as a local index does (:mod:`meteora_edge.index.milvus_updates`): they insert the new rows first and delete the rows they replace
+after, journaled in the property ``meteora_edge.pending_add``. A write killed while inserting is
+rolled back by the next write (re-running it adds each document once), one killed while deleting
+is rolled forward; either way the collection ends in the old or the new state. Milvus has no
+snapshots: a reader in the moment between the insert and the delete may see a changed file's
+old and new chunks. There is no writer lock: run one writer per collection at a time (a write
+removes another writer's temporary collection).
 """
 
 from __future__ import annotations
@@ -55,97 +64,38 @@ import logging
 import os
 import re
 import secrets
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from datetime import datetime, timezone
 from typing import Any
 
 import numpy as np
 
 from ..errors import CollectionError, InputError
-from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, STOP_WORDS, Analyzer
+from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
-from .chunk_records import Progress, chunk_records, embed_batches
+from .bundle_record import bundle_record
+from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts, unseen_documents
 from .corpus import SourceDocument
-from .milvus_location import MilvusLocation, connect, milvus_error
+from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
+                                drop_quietly, id_filter, insert_rows, restore_switch, switch_in)
+from .milvus_location import MilvusLocation, connect
+from .milvus_sources import SOURCE_FIELDS, TABLE_FIELDS, document_columns, per_chunk, read_table
+from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write, rows_by_hash
+from .sources import SourceEntry
+from .updates import addition, plan_add, plan_remove, plan_sync
 
 __all__ = ["MilvusIndex", "MILVUS_FORMAT", "MILVUS_FORMAT_VERSION"]
 
 MILVUS_FORMAT = "meteora-edge-milvus"
-MILVUS_FORMAT_VERSION = 1
-_P = "meteora_edge."
-_TEXT_BYTES = 65_535
-_INSERT_BATCH = 512
+MILVUS_FORMAT_VERSION = FORMAT_VERSION
+_P = PREFIX
 _FETCH_BATCH = 4096
 _TOP_K = 16_384  # Milvus's largest search limit
-_RECORD_FIELDS = ("text", "sha256", "source", "position", "start", "end", "metadata", "file")
 _WORD = re.compile(r"\w", re.UNICODE)
-_BUILDING, _REPLACED = "__building_", "__replaced_"
-_PENDING = _P + "pending_add"
+_BUNDLE = _P + "bundle"
 
 logger = logging.getLogger(__name__)
-
-#: Milvus's analyser settings for the ``english`` analyser (stop words before stemming, as ours).
-MILVUS_ENGLISH = {"tokenizer": "standard",
-                  "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOP_WORDS)},
-                             {"type": "stemmer", "language": "english"}]}
-
-
-def _call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
-    """Call the client; a pymilvus error becomes one CollectionError line."""
-    from pymilvus.exceptions import MilvusException
-
-    try:
-        return method(*args, **kwargs)
-    except MilvusException as exc:
-        raise CollectionError(f"Milvus {what} failed on {location.label}: {milvus_error(exc)}") from None
-
-
-def _schema(client: Any, dimension: int) -> tuple[Any, Any]:
-    from pymilvus import DataType, Function, FunctionType
-
-    schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
-    schema.add_field("id", DataType.INT64, is_primary=True)
-    schema.add_field("vector", DataType.FLOAT_VECTOR, dim=dimension)
-    schema.add_field("text", DataType.VARCHAR, max_length=_TEXT_BYTES, enable_analyzer=True,
-                     analyzer_params=MILVUS_ENGLISH)
-    schema.add_field("sparse", DataType.SPARSE_FLOAT_VECTOR)
-    schema.add_field("sha256", DataType.VARCHAR, max_length=64)
-    schema.add_field("source", DataType.VARCHAR, max_length=_TEXT_BYTES)
-    schema.add_field("file", DataType.VARCHAR, max_length=_TEXT_BYTES, nullable=True)
-    for name in ("position", "start", "end"):
-        schema.add_field(name, DataType.INT64)
-    schema.add_field("metadata", DataType.JSON)
-    schema.add_function(Function(name="bm25", function_type=FunctionType.BM25, input_field_names=["text"],
-                                 output_field_names=["sparse"]))
-    indexes = client.prepare_index_params()
-    indexes.add_index(field_name="vector", index_type="AUTOINDEX", metric_type="COSINE")
-    indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
-                      params={"bm25_k1": 1.5, "bm25_b": 0.75})
-    return schema, indexes
-
-
-def _rows(lines: list[bytes], vectors: np.ndarray) -> list[dict[str, Any]]:
-    rows = []
-    for line, vector in zip(lines, vectors):
-        record = json.loads(line)
-        if len(record["text"].encode("utf-8")) > _TEXT_BYTES:
-            raise InputError(f"a chunk of document {record['source']!r} has {len(record['text'].encode('utf-8'))} "
-                             f"bytes of text, over Milvus's VARCHAR limit of {_TEXT_BYTES}; use a smaller --chunk-size")
-        rows.append({"id": record["id"], "vector": vector.tolist(),
-                     **{name: record.get(name) for name in _RECORD_FIELDS}})
-    return rows
-
-
-def _insert(client: Any, location: MilvusLocation, name: str, rows: list[dict[str, Any]]) -> None:
-    for lo in range(0, len(rows), _INSERT_BATCH):
-        _call(location, "insert", client.insert, name, rows[lo : lo + _INSERT_BATCH])
-    _call(location, "flush", client.flush, name)
-
-
-def _id_filter(ids: Sequence[int]) -> str:
-    return f"id in [{', '.join(str(int(i)) for i in ids)}]"
-
 
 class MilvusIndex:
     """A corpus index stored in a Milvus collection. Use :meth:`build`, :meth:`open` and :meth:`add`.
@@ -156,12 +106,20 @@ class MilvusIndex:
     """
 
     def __init__(self, client: Any, location: MilvusLocation, properties: dict[str, str], count: int,
-                 full_text: bool) -> None:
+                 full_text: bool, tracks_sources: bool = True) -> None:
         """Wrap an opened, checked collection (use :meth:`open`)."""
         self.client, self.location, self.count, self.full_text = client, location, count, full_text
+        #: whether the rows carry their source (format 2); a format-1 collection is migrated by its next write
+        self.tracks_sources = tracks_sources
+        #: the id the next chunk gets: ids of deleted chunks are never used again
+        self.next_id = int(properties.get(NEXT_ID, count))
+        #: what the last :meth:`add`, :meth:`sync` or :meth:`remove` through this object wrote
+        self.added_chunks = self.added_documents = self.removed_chunks = self.left_out_documents = 0
+        self._sources: dict[str, SourceEntry] | None = None
         self.properties = properties
         self.manifest = {
-            "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"])},
+            "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"]),
+                        **_bundle_entry(properties.get(_BUNDLE))},
             "chunking": {"chunk_size": int(properties[_P + "chunk_size"]), "overlap": int(properties[_P + "overlap"])},
             "created": properties.get(_P + "created"),
         }
@@ -199,7 +157,7 @@ class MilvusIndex:
                                   f"'meteora-edge index build --backend milvus --uri {location.uri} …'")
         client = client or connect(location)
         try:
-            _restore_switch(client, location)
+            restore_switch(client, location)
             index = cls._checked(client, location)
             if encoder is not None:
                 index.check_encoder(encoder)
@@ -211,10 +169,10 @@ class MilvusIndex:
     @classmethod
     def _checked(cls, client: Any, location: MilvusLocation) -> MilvusIndex:
         name, where = location.collection, location.label
-        if not _call(location, "has_collection", client.has_collection, name):
+        if not call(location, "has_collection", client.has_collection, name):
             raise CollectionError(f"no collection {name!r} at {location.uri}; build one with 'meteora-edge index build "
                                   f"--backend milvus --uri {location.uri} --collection {name} …'")
-        description = _call(location, "describe_collection", client.describe_collection, name)
+        description = call(location, "describe_collection", client.describe_collection, name)
         properties = {str(k): str(v) for k, v in (description.get("properties") or {}).items()}
         if properties.get(_P + "format") != MILVUS_FORMAT:
             raise CollectionError(f"collection {where} was not written by meteora-edge (no {_P}format property); "
@@ -224,7 +182,7 @@ class MilvusIndex:
             raise CollectionError(f"collection {where} has format version {version!r}; this meteora-edge reads up to "
                                   f"{MILVUS_FORMAT_VERSION}")
         fields = {f["name"]: f for f in description.get("fields", [])}
-        missing = [n for n in ("id", "vector", "text", *_RECORD_FIELDS) if n not in fields]
+        missing = [n for n in ("id", "vector", "text", *RECORD_FIELDS) if n not in fields]
         dimension = (fields.get("vector") or {}).get("params", {}).get("dim")
         keys = ("encoder", "dimension", "chunk_size", "overlap")
         if missing or any(not properties.get(_P + k) for k in keys) or str(dimension) != properties.get(_P + "dimension"):
@@ -233,11 +191,12 @@ class MilvusIndex:
         full_text = any(str(getattr(f.get("type"), "name", f.get("type"))).upper() == "BM25"
                         and list(f.get("output_field_names") or []) == ["sparse"]
                         for f in description.get("functions", []))
-        state = _call(location, "get_load_state", client.get_load_state, name).get("state")
+        state = call(location, "get_load_state", client.get_load_state, name).get("state")
         if getattr(state, "name", str(state)) != "Loaded":  # never reload: a cluster may hold it with N replicas
-            _call(location, "load_collection", client.load_collection, name)
-        rows = _call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
-        return cls(client, location, properties, int(rows[0]["count(*)"]), full_text)
+            call(location, "load_collection", client.load_collection, name)
+        rows = call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
+        return cls(client, location, properties, int(rows[0]["count(*)"]), full_text,
+                   tracks_sources=all(name in fields for name in SOURCE_FIELDS))
 
     def check_encoder(self, encoder: EncoderLike) -> None:
         """Raises CollectionError when ``encoder`` is not the one that built the collection."""
@@ -259,8 +218,14 @@ class MilvusIndex:
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
+        bundle: str | os.PathLike[str] | None = None,
     ) -> MilvusIndex:
         """Chunk, embed and write ``documents`` into the collection at ``location``.
+
+        Every row records its source (file path, size, modification time, content hash), so
+        :meth:`sync`, :meth:`remove` and :meth:`add` can later replace or delete a file's chunks.
+        With ``bundle`` (the folder ``encoder`` came from) its path and manifest hash are recorded
+        in the property ``meteora_edge.bundle``, so later commands use it again, as for a local index.
 
         Returns:
             The new index, opened.
@@ -271,35 +236,38 @@ class MilvusIndex:
             CollectionError: Milvus refused a step (then the old collection, if any, is unchanged).
             MissingExtraError: pymilvus or milvus-lite is not installed.
         """
-        texts, lines = chunk_records(documents, 0, chunk_size, overlap)
+        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
         if not lines:
             raise InputError("the documents hold no text to index")
+        columns = document_columns(documents)
+        record = bundle_record(bundle)
         client = connect(location)
         try:
             name = location.collection
-            _clean_leftovers(client, location)
-            if _call(location, "has_collection", client.has_collection, name) and not overwrite:
+            clean_leftovers(client, location)
+            if call(location, "has_collection", client.has_collection, name) and not overwrite:
                 raise InputError(f"collection {location.label} already exists; use 'index add' to append or "
                                  "--overwrite to rebuild")
             vectors = embed_batches(encoder, texts, batch_size, progress)
-            rows = _rows(lines, vectors)
+            rows = chunk_rows(lines, vectors, per_chunk(columns, counts))
             properties = {
                 _P + "format": MILVUS_FORMAT, _P + "format_version": str(MILVUS_FORMAT_VERSION),
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                _P + "analyzer": ENGLISH.name,
+                _P + "analyzer": ENGLISH.name, NEXT_ID: str(len(rows)),
+                **({_BUNDLE: json.dumps(record)} if record else {}),
             }
-            temporary = f"{name}{_BUILDING}{secrets.token_hex(4)}"
-            schema, indexes = _schema(client, int(vectors.shape[1]))
-            _call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
-                  temporary, schema=schema, index_params=indexes, properties=properties)
+            temporary = f"{name}{BUILDING}{secrets.token_hex(4)}"
+            schema, indexes = collection_schema(client, int(vectors.shape[1]))
+            call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
+                 temporary, schema=schema, index_params=indexes, properties=properties)
             try:
-                _insert(client, location, temporary, rows)
+                insert_rows(client, location, temporary, rows)
             except BaseException:
-                _drop_quietly(client, temporary)
+                drop_quietly(client, temporary)
                 raise
-            _switch(client, location, temporary)
+            switch_in(client, location, temporary)
             return cls.open(location, encoder=encoder, client=client)
         except BaseException:
             client.close()
@@ -314,69 +282,117 @@ class MilvusIndex:
         progress: Progress | None = None,
         allow_duplicates: bool = False,
     ) -> int:
-        """Append documents (chunked like the rest, numbered after them); return the chunks added.
+        """Add documents by source, as a local index does; return the chunks added.
 
-        Documents the collection already holds (every chunk's sha256 is stored) are left out
-        unless ``allow_duplicates``. ``len(self)`` grows by the count returned.
+        A source (file) the collection holds unchanged is left out; a changed one **replaces** its
+        old chunks; a new one is added less the documents whose every chunk the collection already
+        holds (by the chunks' sha256). With ``allow_duplicates`` every document is appended. New
+        chunks are numbered after every id used so far. Afterwards ``added_chunks``,
+        ``added_documents``, ``removed_chunks`` and ``left_out_documents`` say what the call wrote.
 
         Raises:
             InputError: bad text or metadata.
-            CollectionError: another encoder built the collection, or Milvus refused the insert
-                (what this call inserted is deleted again).
+            CollectionError: another encoder built the collection, or Milvus refused a step (the
+                next write then rolls the collection back to before this call, or forward past it).
         """
         self.check_encoder(encoder)
-        self._undo_killed_writes()
-        if not allow_duplicates:
-            documents = unseen_documents(self, documents)
-        chunking = self.manifest["chunking"]
-        texts, lines = chunk_records(documents, self.count, chunking["chunk_size"], chunking["overlap"])
-        if not lines:
-            return 0
-        rows = _rows(lines, embed_batches(encoder, texts, batch_size, progress))
-        name = self.location.collection
-        _call(self.location, "alter_collection_properties", self.client.alter_collection_properties, name,
-              properties={_PENDING: str(self.count)})
-        try:
-            _insert(self.client, self.location, name, rows)
-        except BaseException:
-            try:
-                self.client.delete(self.location.collection, filter=f"id >= {self.count}")
-            except Exception:  # noqa: BLE001 - best effort while the insert error propagates
-                pass
-            raise
-        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
-              property_keys=[_PENDING])
-        self.count += len(rows)
-        return len(rows)
+        prepare_write(self)
+        plan = plan_add(self, documents, allow_duplicates=allow_duplicates)
+        if not allow_duplicates:  # a new source's documents whose every chunk is stored already are left out
+            fresh = [d for item in plan.add if item.key not in self.sources for d in item.documents]
+            unseen = {id(d) for d in unseen_documents(self, fresh)} if fresh else set()
+            kept = []
+            for item in plan.add:
+                docs = [d for d in item.documents if item.key in self.sources or id(d) in unseen]
+                plan.left_out += len(item.documents) - len(docs)
+                if docs:
+                    kept.append(addition(item.key, docs, (item.size, item.mtime_ns)))
+            plan.add = kept
+        apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
+        return self.added_chunks
 
-    def _undo_killed_writes(self) -> None:
-        """Drop killed builds' temporary collections and delete the rows of an add that never finished."""
-        _clean_leftovers(self.client, self.location)
-        name = self.location.collection
-        description = _call(self.location, "describe_collection", self.client.describe_collection, name)
-        pending = str((description.get("properties") or {}).get(_PENDING, ""))
-        if not pending:
-            return
-        if not pending.isdigit():
-            raise CollectionError(f"collection {self.location.label} has {_PENDING} {pending!r}, not a chunk id; "
-                                  "rebuild it")
-        _call(self.location, "delete", self.client.delete, name, filter=f"id >= {int(pending)}")
-        _call(self.location, "flush", self.client.flush, name)
-        _call(self.location, "drop_collection_properties", self.client.drop_collection_properties, name,
-              property_keys=[_PENDING])
-        rows = _call(self.location, "count", self.client.query, name, filter="", output_fields=["count(*)"])
-        logger.warning("collection %s: deleted %d chunk(s) of an add that did not finish", self.location.label,
-                       self.count - int(rows[0]["count(*)"]))
-        self.count = int(rows[0]["count(*)"])
+    def sync(
+        self,
+        paths: Sequence[str | os.PathLike[str]],
+        encoder: EncoderLike,
+        *,
+        batch_size: int = 64,
+        progress: Progress | None = None,
+        strict: bool = False,
+        follow_links: bool = False,
+        on_skip: Any = None,
+    ) -> MilvusIndex:
+        """Make the collection follow the files and folders in ``paths``; return it, updated.
+
+        As :meth:`LocalIndex.sync <meteora_edge.index.local_index.LocalIndex.sync>`: new files are
+        added, changed ones replaced, and the sources under ``paths`` whose file is gone removed; a
+        file whose size and time match is not read; a renamed or copied file re-uses the stored
+        vectors of the same chunks. ``added_chunks`` and ``removed_chunks`` say what changed.
+
+        Raises:
+            InputError: a named path is missing, a file cannot be read with ``strict``, or the sync
+                would leave no chunk.
+            CollectionError: another encoder built the collection, or Milvus refused a step.
+        """
+        self.check_encoder(encoder)
+        prepare_write(self)
+        plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
+        return apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
+
+    def remove(self, sources: Sequence[str]) -> MilvusIndex:
+        """Delete every chunk of the named sources (a path, the label the records carry, or a folder).
+
+        Raises:
+            InputError: a name that matches no source (nothing is deleted), or deleting every chunk.
+            CollectionError: Milvus refused a step.
+        """
+        where = f"collection {self.location.label}"
+        self.refresh()  # the rows as they are now (another writer may have changed them)
+        plan_remove(self.sources, sources, where)  # a name that matches nothing is refused before any write
+        prepare_write(self)
+        return apply_plan(self, plan_remove(self.sources, sources, where), None, batch_size=64, progress=None)
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]:
+        """The source table, read from the rows (see :func:`~meteora_edge.index.milvus_sources.read_table`)."""
+        if self._sources is None:
+            fields = TABLE_FIELDS if self.tracks_sources else [f for f in TABLE_FIELDS if f not in SOURCE_FIELDS]
+            rows = list(self.each_record(fields))
+            bare = [int(row["id"]) for row in rows if not row.get("file")]  # named by document id or metadata
+            if bare:
+                extra = self.fetch_rows(bare, ["source", "metadata"])
+                rows = [row if row.get("file") else {**row, **extra[int(row["id"])]} for row in rows]
+            self._sources = read_table(rows)
+        return self._sources
+
+    def refresh(self) -> None:
+        """Count the rows again and forget the source table read so far (writes call it before planning and after)."""
+        rows = call(self.location, "count", self.client.query, self.location.collection, filter="",
+                    output_fields=["count(*)"])
+        self.count, self._sources = int(rows[0]["count(*)"]), None
+
+    def stored_hashes(self, wanted: set[str]) -> set[str]:
+        """The chunk-text hashes in ``wanted`` that some stored chunk has (looked up by Milvus, not by a scan)."""
+        return set(rows_by_hash(self, sorted(wanted), ["sha256"]))
+
+    def each_record(self, fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]:
+        """Every row (``id`` and ``fields``, by default the chunk record's), read by windows of ids below
+        :attr:`next_id` (a window holds at most that many rows, within Milvus's query limit)."""
+        wanted = ["id", *[f for f in (fields if fields is not None else RECORD_FIELDS) if f != "id"]]
+        for lo in range(0, self.next_id, _FETCH_BATCH):
+            yield from call(self.location, "query", self.client.query, self.location.collection,
+                             filter=f"id >= {lo} and id < {lo + _FETCH_BATCH}", output_fields=wanted,
+                             limit=_FETCH_BATCH)
 
     # ----------------------------------------------------------------- reading
-    def _fetch(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
+    def fetch_rows(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]:
+        """The rows of ``ids`` by id (``fields`` of each). Raises InputError for an id that is not stored."""
         found: dict[int, dict[str, Any]] = {}
         wanted = [int(i) for i in ids]
         for lo in range(0, len(wanted), _FETCH_BATCH):
             part = wanted[lo : lo + _FETCH_BATCH]
-            rows = _call(self.location, "query", self.client.query, self.location.collection,
-                         filter=_id_filter(part), output_fields=fields, limit=len(part))
+            rows = call(self.location, "query", self.client.query, self.location.collection,
+                         filter=id_filter(part), output_fields=fields, limit=len(part))
             found.update({int(row["id"]): row for row in rows})
         absent = [i for i in wanted if i not in found]
         if absent:
@@ -385,14 +401,14 @@ class MilvusIndex:
 
     def records(self, ids: Sequence[int]) -> list[dict[str, Any]]:
         """The stored chunk records for ``ids`` (the same keys a local index stores)."""
-        rows = self._fetch(ids, list(_RECORD_FIELDS))
-        return [{"id": int(i), **{k: rows[int(i)].get(k) for k in _RECORD_FIELDS}} for i in ids]
+        rows = self.fetch_rows(ids, list(RECORD_FIELDS))
+        return [{"id": int(i), **{k: rows[int(i)].get(k) for k in RECORD_FIELDS}} for i in ids]
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         """The chunks' vectors (float32, L2-normalised), fetched from Milvus."""
         if len(ids) == 0:
             return np.zeros((0, self.manifest["encoder"]["dimension"]), dtype=np.float32)
-        rows = self._fetch(ids, ["vector"])
+        rows = self.fetch_rows(ids, ["vector"])
         return normalize_rows(np.asarray([rows[int(i)]["vector"] for i in ids], dtype=np.float32)).astype(np.float32)
 
     def search(self, query_vector: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:
@@ -403,7 +419,7 @@ class MilvusIndex:
                              f"the index {self.manifest['encoder']['dimension']}")
         if k <= 0 or self.count == 0:
             return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.float32)
-        hits = _call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
+        hits = call(self.location, "search", self.client.search, self.location.collection, data=[q.tolist()],
                      anns_field="vector", limit=min(k, self.count, _TOP_K), search_params={"metric_type": "COSINE"})[0]
         return _ranked([(int(h["id"]), float(h["distance"])) for h in hits], np.float32)
 
@@ -413,7 +429,7 @@ class MilvusIndex:
                                   "Milvus 2.5 or later and a collection built by it); use --scoring dense --n-min 0")
         if not _WORD.search(text) or limit <= 0:
             return []
-        hits = _call(self.location, "full-text search", self.client.search, self.location.collection, data=[text],
+        hits = call(self.location, "full-text search", self.client.search, self.location.collection, data=[text],
                      anns_field="sparse", limit=limit, filter=id_filter, search_params={"metric_type": "BM25"})[0]
         # Milvus reports BM25 as a score; Milvus Lite 3.2 as its negative (a distance): the magnitude is the score
         return [(int(h["id"]), abs(float(h["distance"]))) for h in hits if float(h["distance"]) != 0.0]
@@ -431,7 +447,7 @@ class MilvusIndex:
         found: dict[int, float] = {}
         for lo in range(0, len(unique), _TOP_K):
             part = unique[lo : lo + _TOP_K]
-            found.update(self._full_text(text, len(part), _id_filter(part)))
+            found.update(self._full_text(text, len(part), id_filter(part)))
         for position, chunk_id in enumerate(ids):
             scores[position] = found.get(int(chunk_id), 0.0)
         return scores
@@ -455,6 +471,17 @@ class MilvusIndex:
         }
 
 
+def _bundle_entry(value: str | None) -> dict[str, Any]:
+    """``{"bundle": record}`` from the property a build with a bundle wrote (nothing without one or when unreadable:
+    then commands need --bundle, as before bundles were recorded)."""
+    try:
+        record = json.loads(value) if value else None
+    except ValueError:
+        return {}
+    ok = isinstance(record, dict) and all(isinstance(record.get(k), str) for k in ("path", "manifest_sha256"))
+    return {"bundle": record} if ok else {}
+
+
 def _analyzer(name: str | None, where: str) -> Analyzer:
     """The analyser a collection's property names (none: a collection built before they were recorded)."""
     if name is None:
@@ -470,57 +497,3 @@ def _ranked(hits: list[tuple[int, float]], dtype: Any) -> tuple[np.ndarray, np.n
     """Hits best first, ties by the lower id (as the local index orders them)."""
     hits = sorted(hits, key=lambda h: (-h[1], h[0]))
     return np.asarray([h[0] for h in hits], dtype=np.int64), np.asarray([h[1] for h in hits], dtype=dtype)
-
-
-def _switch(client: Any, location: MilvusLocation, temporary: str) -> None:
-    """Put the complete ``temporary`` collection in place of ``location``'s, keeping the old one until it is."""
-    name = location.collection
-    aside = None
-    if _call(location, "has_collection", client.has_collection, name):
-        aside = f"{name}{_REPLACED}{secrets.token_hex(4)}"
-        try:
-            _call(location, "rename_collection", client.rename_collection, name, aside)
-        except BaseException:
-            _drop_quietly(client, temporary)
-            raise
-    try:
-        _call(location, "rename_collection", client.rename_collection, temporary, name)
-    except BaseException:
-        if aside is not None:
-            try:
-                client.rename_collection(aside, name)
-            except Exception:  # noqa: BLE001 - the next command renames it back (see _restore_switch)
-                pass
-        _drop_quietly(client, temporary)
-        raise
-    if aside is not None:
-        _drop_quietly(client, aside)
-
-
-def _restore_switch(client: Any, location: MilvusLocation) -> None:
-    """A switch a kill interrupted left ``NAME`` missing and the old collection aside: rename it back."""
-    name = location.collection
-    names = _call(location, "list_collections", client.list_collections)
-    aside = sorted(n for n in names if n.startswith(name + _REPLACED))
-    if aside and name not in names:
-        _call(location, "rename_collection", client.rename_collection, aside[-1], name)
-        logger.warning("collection %s: a rebuild was interrupted; the previous collection is back", location.label)
-
-
-def _clean_leftovers(client: Any, location: MilvusLocation) -> None:
-    """Before a write: restore an interrupted switch, then drop what killed builds and switches left."""
-    _restore_switch(client, location)
-    prefixes = (location.collection + _BUILDING, location.collection + _REPLACED)
-    for leftover in _call(location, "list_collections", client.list_collections):
-        if leftover.startswith(prefixes):
-            _call(location, "drop_collection", client.drop_collection, leftover)
-            logger.info("collection %s: dropped %s, left by a build that did not finish", location.label, leftover)
-
-
-def _drop_quietly(client: Any, name: str) -> None:
-    """Drop a half-built collection; a failure here must not hide the error that got us here."""
-    try:
-        if client.has_collection(name):
-            client.drop_collection(name)
-    except Exception:  # noqa: BLE001 - best effort while another exception propagates
-        pass

@@ -18,6 +18,7 @@ import json
 import os
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from functools import cached_property
 from typing import Any
 
 from ..errors import LocalIndexError
@@ -58,6 +59,12 @@ class SourceEntry:
     def to_json(self) -> dict[str, Any]:
         return {"key": self.key, "label": self.label, "size": self.size, "mtime_ns": self.mtime_ns,
                 "sha256": self.sha256, "documents": [list(d) for d in self.documents]}
+
+    @cached_property
+    def row(self) -> bytes:
+        """This entry as its row of ``sources.json``, encoded once: an update carries the entries it did
+        not change over as the same objects, so it encodes only the ones it changed."""
+        return _json(self.to_json())
 
 
 def text_hash(text: str) -> str:
@@ -103,11 +110,14 @@ def file_state(key: str) -> tuple[int | None, int | None]:
     return info.st_size, info.st_mtime_ns
 
 
+def _json(value: Any) -> bytes:
+    return json.dumps(value, ensure_ascii=False, allow_nan=False, separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
 def encode_table(entries: Iterable[SourceEntry]) -> bytes:
-    """``sources.json``: the entries sorted by key."""
-    rows = [entry.to_json() for entry in sorted(entries, key=lambda e: e.key)]
-    return json.dumps({"format": _TABLE_FORMAT, "sources": rows}, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    """``sources.json``: the entries sorted by key (the bytes of one ``json.dumps`` of the whole table)."""
+    rows = b",".join(entry.row for entry in sorted(entries, key=lambda e: e.key))
+    return b'{"format":' + _json(_TABLE_FORMAT) + b',"sources":[' + rows + b"]}\n"
 
 
 def _optional_int(value: Any) -> bool:

@@ -20,7 +20,8 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from collections.abc import Sequence
+import os
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -35,12 +36,14 @@ from .corpus import SourceDocument
 from .generations import GenerationWriter, new_generation
 from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE, utc_now
 from .segments import needs_compaction
-from .sources import SourceEntry, content_hash, encode_table, file_state, group_by_source, text_hash
+from .sources import (SourceEntry, content_hash, encode_table, file_state, group_by_source, is_under,
+                      matching_sources, text_hash)
 
 if TYPE_CHECKING:
     from .local_index import LocalIndex
 
-__all__ = ["SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "apply_update", "write_chunks"]
+__all__ = ["SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "plan_remove", "plan_sync",
+           "apply_update", "write_chunks"]
 
 _READ_BATCH = 4096
 
@@ -107,8 +110,59 @@ def plan_add(base: LocalIndex, documents: Sequence[SourceDocument], *, allow_dup
     return plan
 
 
-def _reuse_map(base: LocalIndex) -> dict[str, tuple[int, int]]:
-    return {h: (lo, hi) for entry in base.sources.values() for h, lo, hi in entry.documents if h}
+def plan_remove(table: dict[str, SourceEntry], names: Sequence[str], where: str) -> UpdatePlan:
+    """``index remove``: every source each name matches (see :func:`~meteora_edge.index.sources.matching_sources`).
+
+    Raises:
+        InputError: no name, or a name that matches no source of ``where`` (nothing is removed then).
+    """
+    if not names:
+        raise InputError("name at least one source to remove")
+    keys: set[str] = set()
+    for name in names:
+        found = matching_sources(table, name)
+        if not found:
+            raise InputError(f"{name} is not a source of {where} (nothing was removed)")
+        keys |= found
+    return UpdatePlan("remove", remove=keys)
+
+
+def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[str]], *, strict: bool,
+              follow_links: bool, on_skip: Callable[..., Any] | None) -> UpdatePlan:
+    """``index sync``: read the files under ``paths`` whose size or time differ from ``table``; add the new
+    ones, replace the changed ones, touch the ones that read the same, and remove the sources under
+    ``paths`` whose file is gone or holds no usable text. Sources outside ``paths`` stay.
+
+    Raises:
+        InputError: a named path is missing, or a file cannot be read with ``strict``.
+    """
+    from .corpus import read_changed
+
+    def unchanged(key: str, state: tuple[int, int]) -> bool:
+        entry = table.get(key)
+        return entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
+
+    documents, listed, states = read_changed(paths, unchanged=unchanged, strict=strict, on_skip=on_skip,
+                                             follow_links=follow_links)
+    out = UpdatePlan("sync")
+    for key, docs in group_by_source(documents).items():
+        entry = table.get(key)
+        if entry is not None and entry.sha256 == content_hash(docs):
+            out.touch[key] = states.get(key, (None, None))
+            continue
+        if entry is not None:
+            out.remove.add(key)
+        out.add.append(addition(key, docs, states.get(key)))
+    scope = [os.path.abspath(p) for p in paths if os.fspath(p) != "-"]
+    for key in table:
+        if key not in listed and any(is_under(key, root) for root in scope):
+            out.remove.add(key)
+    return out
+
+
+def _reuse_map(base: LocalIndex, wanted: set[str]) -> dict[str, tuple[int, int]]:
+    """The stored chunk range of each document whose text hash is in ``wanted``."""
+    return {h: (lo, hi) for entry in base.sources.values() for h, lo, hi in entry.documents if h in wanted}
 
 
 def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, batch_size: int,
@@ -168,7 +222,7 @@ def _ranges(documents: Sequence[SourceDocument], counts: Sequence[int], start: i
 def _vectors(base: LocalIndex, documents: Sequence[SourceDocument], counts: Sequence[int], texts: Sequence[str],
              encoder: EncoderLike, batch_size: int, progress: Progress | None) -> np.ndarray:
     """The new chunks' vectors: copied where a stored document has the same text (and chunk count), else embedded."""
-    reuse = _reuse_map(base)
+    reuse = _reuse_map(base, {text_hash(d.text) for d in documents})
     out = np.zeros((len(texts), base.dimension), dtype=np.float32)
     embed_rows: list[int] = []
     at = 0

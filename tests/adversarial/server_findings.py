@@ -175,14 +175,14 @@ def milvus_items(tmp: Path) -> None:
 
     from meteora_edge import HashingEncoder
     from meteora_edge.errors import MeteoraError
-    from meteora_edge.index import milvus_index
+    from meteora_edge.index import milvus_collection, milvus_index
     from meteora_edge.index.corpus import SourceDocument
     from meteora_edge.index.milvus_location import connect, milvus_location
     from meteora_edge.index.milvus_index import MilvusIndex
 
     enc = HashingEncoder()
     docs = [SourceDocument(f"doc{i}", " ".join(f"w{i}x{j}" for j in range(90)), {}) for i in range(4)]
-    real_connect, real_batch = milvus_index.connect, milvus_index._INSERT_BATCH
+    real_connect, real_batch = milvus_index.connect, milvus_collection.INSERT_BATCH
 
     def texts(location) -> list[str]:
         with MilvusIndex.open(location) as index:
@@ -215,7 +215,7 @@ def milvus_items(tmp: Path) -> None:
     row("D1 Milvus rebuild at rename", 4, lost, 0, tracebacks)
 
     lost = duplicated = tracebacks = 0  # D3: index add killed mid-insert, then re-run
-    milvus_index._INSERT_BATCH = 3
+    milvus_collection.INSERT_BATCH = 3
     try:
         for trial, at in enumerate([2, 3, 4]):
             location = milvus_location(str(tmp / f"d3-{trial}.db"), "docs")
@@ -237,7 +237,7 @@ def milvus_items(tmp: Path) -> None:
             lost += sum((want - got).values())
             duplicated += sum((got - want).values())
     finally:
-        milvus_index._INSERT_BATCH = real_batch
+        milvus_collection.INSERT_BATCH = real_batch
     row("D3 Milvus add killed mid-insert", 3, lost, duplicated, tracebacks)
 
     left = tracebacks = 0  # H2: killed builds' temporary collections, then one write

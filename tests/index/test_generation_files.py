@@ -68,31 +68,52 @@ def _pointer_tmp(name: str) -> bool:
     return bool(re.fullmatch(r"ix/\.manifest\.json\.\w+\.tmp", name))
 
 
-def test_build_fsyncs_every_file_then_the_folders_then_the_pointer(tmp_path, fsyncs):
-    """A first build fsyncs: the parent of the new folder, the generation's marker, each generation file as written, the
-    generation folder, the index folder, the temporary pointer, and the index folder after the switch.
-    Every folder is opened read-only as a directory."""
+def _replaced_after(monkeypatch, synced):
+    """Spy os.replace: how many fsyncs had returned when the pointer was replaced."""
+    at: list[int] = []
+    real = os.replace
+
+    def replace(src, dst, *args, **kwargs):
+        at.append(len(synced))
+        return real(src, dst, *args, **kwargs)
+
+    monkeypatch.setattr(os, "replace", replace)
+    return at
+
+
+def test_build_fsyncs_every_file_and_folder_before_the_pointer_moves(tmp_path, fsyncs, monkeypatch):
+    """A first build fsyncs: the parent of the new folder, the generation's marker, then (together, in any order)
+    each generation file, the generation folder, the index folder and the temporary pointer; only then is the
+    pointer replaced, and the index folder fsynced after the switch. Every folder is opened read-only as a directory."""
     synced, folder_flags = fsyncs
+    replaced = _replaced_after(monkeypatch, synced)
     index = LocalIndex.build(tmp_path / "ix", DOCS, HashingEncoder())
     gen = f"ix/{index.generation}"
-    assert synced[:-2] == [".", f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in GENERATION_FILES), gen, "ix"]
-    assert _pointer_tmp(synced[-2]) and synced[-1] == "ix"
+    assert synced[:2] == [".", f"{gen}/{GENERATION_MARKER}"] and synced[-1] == "ix"
+    batch = synced[2:-1]
+    assert sorted(n for n in batch if not _pointer_tmp(n)) == sorted([*(f"{gen}/{n}" for n in GENERATION_FILES),
+                                                                      gen, "ix"])
+    assert len(batch) == len(GENERATION_FILES) + 3 and sum(map(_pointer_tmp, batch)) == 1
+    assert replaced == [len(synced) - 1]  # the switch comes after every fsync of the batch, before the last
     assert len(folder_flags) == 4
     assert all(flags == os.O_RDONLY | os.O_DIRECTORY for flags in folder_flags)
 
 
-def test_add_fsyncs_the_new_generation_and_the_pointer_but_creates_no_folder(tmp_path, fsyncs):
+def test_add_fsyncs_the_new_generation_and_the_pointer_but_creates_no_folder(tmp_path, fsyncs, monkeypatch):
     """add writes into the existing folder: no parent fsync; it fsyncs the delta segment it writes (not the
-    base files it links), then the folders and the pointer as a build does."""
+    base files it links), with the folders and the temporary pointer, before the switch, as a build does."""
     synced, folder_flags = fsyncs
     index = LocalIndex.build(tmp_path / "ix", DOCS[:1], HashingEncoder())
     synced.clear()
     folder_flags.clear()
+    replaced = _replaced_after(monkeypatch, synced)
     grown = index.add(DOCS[1:], HashingEncoder())
     gen = f"ix/{grown.generation}"
-    assert synced[:-2] == [f"{gen}/{GENERATION_MARKER}", *(f"{gen}/{n}" for n in DELTA_WRITES), gen, "ix"]
+    assert synced[0] == f"{gen}/{GENERATION_MARKER}" and synced[-1] == "ix"
+    batch = synced[1:-1]
+    assert sorted(n for n in batch if not _pointer_tmp(n)) == sorted([*(f"{gen}/{n}" for n in DELTA_WRITES), gen, "ix"])
+    assert sum(map(_pointer_tmp, batch)) == 1 and replaced == [len(synced) - 1]
     assert sorted(os.listdir(tmp_path / gen)) == sorted({GENERATION_MARKER, *GENERATION_FILES, *DELTA_WRITES})
-    assert _pointer_tmp(synced[-2]) and synced[-1] == "ix"
     assert folder_flags == [os.O_RDONLY | os.O_DIRECTORY] * 3
 
 

@@ -20,7 +20,7 @@ pytest.importorskip("pymilvus")
 pytest.importorskip("milvus_lite")
 from pymilvus.exceptions import MilvusException  # noqa: E402
 
-from meteora_edge.index import milvus_index  # noqa: E402
+from meteora_edge.index import milvus_collection, milvus_index, milvus_updates  # noqa: E402
 from meteora_edge.index.milvus_index import MilvusIndex  # noqa: E402
 
 ENC = HashingEncoder()
@@ -132,7 +132,7 @@ def test_killed_builds_leave_temporary_collections_that_the_next_write_drops(old
 @pytest.mark.parametrize("at", [2, 3])  # killed after one batch, after two
 def test_a_killed_add_is_undone_and_re_running_it_adds_each_chunk_once(old, monkeypatch, at):
     location, texts = old
-    monkeypatch.setattr(milvus_index, "_INSERT_BATCH", 2)
+    monkeypatch.setattr(milvus_collection, "INSERT_BATCH", 2)
     documents = _docs()[1:]
     made = _inject(monkeypatch, "insert", at, Killed("insert"))
     index = MilvusIndex.open(location)
@@ -140,7 +140,7 @@ def test_a_killed_add_is_undone_and_re_running_it_adds_each_chunk_once(old, monk
         index.add(documents, ENC)
     made[0]._client.close()
     monkeypatch.undo()
-    monkeypatch.setattr(milvus_index, "_INSERT_BATCH", 2)
+    monkeypatch.setattr(milvus_collection, "INSERT_BATCH", 2)
     with MilvusIndex.open(location) as partial:
         assert len(partial) == len(texts) + 2 * (at - 1)  # the kill left a partial add
         added = partial.add(documents, ENC)
@@ -150,3 +150,46 @@ def test_a_killed_add_is_undone_and_re_running_it_adds_each_chunk_once(old, monk
         assert partial.add(documents, ENC) == 0  # and a third run adds nothing
     with MilvusIndex.open(location) as fresh:
         assert len(fresh) == len(stored) and "pending_add" not in str(fresh.properties)
+
+
+def _sync_case(tmp_path):
+    notes = tmp_path / "notes"
+    notes.mkdir()
+    (notes / "terms.md").write_text("Either party may terminate the agreement on ninety (90) days notice.")
+    (notes / "law.md").write_text("The agreement is governed by the laws of Ireland.")
+    location = milvus_location(str(tmp_path / "notes.db"))
+    MilvusIndex.build(location, read_documents([notes]), ENC, chunk_size=6, overlap=0).close()
+    with MilvusIndex.open(location) as index:
+        old = sorted(r["text"] for r in index.each_record())
+    (notes / "terms.md").write_text("Either party may terminate the agreement on fourteen days notice.")
+    (notes / "law.md").unlink()
+    return notes, location, old
+
+
+@pytest.mark.parametrize("method, at, state", [
+    ("insert", 1, "old"),  # killed while inserting the new rows: the next write rolls back
+    ("delete", 1, "new"),  # killed while deleting the replaced rows: the next write rolls forward
+    ("drop_collection_properties", 1, "new"),  # killed just before the journal is dropped
+])
+def test_a_killed_sync_leaves_the_old_or_the_new_state_after_the_next_write(tmp_path, monkeypatch, method, at,
+                                                                             state):
+    notes, location, old = _sync_case(tmp_path)
+    made = _inject(monkeypatch, method, at, Killed(method))
+    index = MilvusIndex.open(location)
+    with pytest.raises(Killed):
+        index.sync([notes], ENC)
+    made[0]._client.close()
+    monkeypatch.undo()
+    with MilvusIndex.open(location) as after:
+        milvus_updates.prepare_write(after)  # what every write does first
+        texts = sorted(r["text"] for r in after.each_record())
+        assert "pending_add" not in str(after.client.describe_collection(location.collection)["properties"])
+    if state == "old":
+        assert texts == old
+    else:
+        assert "fourteen" in " ".join(texts) and "ninety" not in " ".join(texts) and "Ireland" not in " ".join(texts)
+        assert Counter(texts).most_common(1)[0][1] == 1
+    with MilvusIndex.open(location) as again:  # and the sync, run again, ends in the new state
+        again.sync([notes], ENC)
+        final = sorted(r["text"] for r in again.each_record())
+    assert "fourteen" in " ".join(final) and "ninety" not in " ".join(final) and len(final) == 2
