@@ -173,6 +173,11 @@ def test_gold_count_and_group_breakdown_average_each_groups_own_questions():
     assert by_group["groups"][1]["methods"]["first"]["f1"] == round((1 + 2 / 3) / 2, 4)
     table = breakdown_table(by_count)
     assert "F1 by gold-count" in table and "2 (n=2)" in table and "0.333" in table
+    reports = evaluate(questions, {"first": lambda _: [0], "oracle": lambda q: sorted(q.gold)})
+    kept = breakdown_table(breakdown(questions, reports, "gold-count")).split("items kept by gold-count", 1)[1]
+    rows = {line.split()[0]: line.split()[1:] for line in kept.splitlines()[2:]}  # beside each gold count, how many kept
+    assert rows == {"first": ["1.00", "1.00", "1.00"], "oracle": ["1.00", "2.00", "3.00"]}
+    assert "items kept" not in breakdown_table(breakdown(questions, reports, "group"))
 
 
 def test_gold_counts_from_six_share_a_row():

@@ -168,15 +168,19 @@ def breakdown(questions: Sequence[Grouped], reports: Sequence[MethodReport], by:
 
 
 def breakdown_table(table: dict[str, Any]) -> str:
-    """The terminal form of :func:`breakdown`: F1 per method (rows) and group (columns)."""
+    """The terminal form of :func:`breakdown`: F1 per method (rows) and group (columns); by gold
+    count, a second block gives the items kept, to set beside the gold count of each column."""
     groups = table["groups"]
     labels = [f"{g['group']} (n={g['questions']})" for g in groups]
     width = max(8, *(len(label) for label in labels))
     methods = list(groups[0]["methods"]) if groups else []
-    head = f"{'F1 by ' + table['by']:<28}" + "".join(f" {label:>{width}}" for label in labels)
-    lines = [head, "-" * len(head)]
-    for spec in methods:
-        lines.append(f"{spec:<28}" + "".join(f" {g['methods'][spec]['f1']:>{width}.3f}" for g in groups))
+    blocks = [("F1", "f1", 3)] + ([("items kept", "items", 2)] if table["by"] == "gold-count" else [])
+    lines: list[str] = []
+    for title, key, digits in blocks:
+        head = f"{title + ' by ' + table['by']:<28}" + "".join(f" {label:>{width}}" for label in labels)
+        lines += ([""] if lines else []) + [head, "-" * len(head)]
+        for spec in methods:
+            lines.append(f"{spec:<28}" + "".join(f" {g['methods'][spec][key]:>{width}.{digits}f}" for g in groups))
     return "\n".join(lines)
 
 
