@@ -172,8 +172,12 @@ def connect(location: MilvusLocation, *, timeout: float = 10.0) -> Any:
     if not location.lite:
         secrets.update(user=location.user, password=os.environ.get(PASSWORD_ENV, "") if location.user else "",
                        db_name=location.db_name)
+    new_database = location.lite and not Path(location.uri).exists()
     try:
-        return MilvusClient(uri=location.uri, timeout=timeout, **secrets)
+        client = MilvusClient(uri=location.uri, timeout=timeout, **secrets)
+        if new_database and Path(location.uri).is_dir():
+            os.chmod(location.uri, 0o700)  # owner-only, as a local index: it holds the user's documents
+        return client
     except MilvusException as exc:
         if location.lite:
             raise CollectionError(f"cannot open the Milvus Lite database {location.uri} ({_message(exc)}); is another "

@@ -56,6 +56,11 @@ def test_it_holds_what_a_local_index_holds(built):
     assert info["sources"] == 3 and info["chunking"] == {"chunk_size": 40, "overlap": 4}
 
 
+def test_a_new_milvus_lite_database_is_owner_only(built):
+    index, local = built
+    assert (local.root.parent / "corpus.db").stat().st_mode & 0o777 == 0o700 == local.root.stat().st_mode & 0o777
+
+
 def test_knn_matches_exact_search(built):
     index, local = built
     for text in (QUERY, "personal data retention", "employee annual leave"):
