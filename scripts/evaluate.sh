@@ -19,7 +19,8 @@ baselines() {
 }
 previous="pipeline:scoring=dense,rationales=query,k_init=20,n_min=3"
 variants=(ecse "ecse:scoring=hybrid" "ecse:scoring=hybrid,rationales=auto" meve pipeline
-  "pipeline:rationales=query" "pipeline:pooled_z=99" "pipeline:pooled_gap=0" "pipeline:pooled_cut=elbow" "pipeline:scoring=dense"
+  "pipeline:rationales=query" "pipeline:pooled_z=99" "pipeline:pooled_gap=0" "pipeline:pooled_cut=elbow"
+  "pipeline:pooled_cut=robust" "pipeline:pooled_cut=robust,pairing_band=2.5" "pipeline:scoring=dense"
   "pipeline:scoring=lexical" "pipeline:verification=none" "pipeline:n_min=3" "pipeline:k_init=20"
   "pipeline:t_max=40" "$previous")
 args=()
@@ -33,12 +34,13 @@ run() {  # run NAME DATA LEVEL [eval options...]
 run sentence "$hotpot" sentence --bundle "$bundle" $(baselines) "${args[@]}" --plot "$out/sentence.png"
 # shellcheck disable=SC2046
 run paragraph "$hotpot" paragraph --bundle "$bundle" $(baselines) \
-  --method ecse --method "ecse:scoring=hybrid,rationales=auto" --method pipeline --method "$previous" --plot "$out/paragraph.png"
+  --method ecse --method "ecse:scoring=hybrid,rationales=auto" --method pipeline --method "pipeline:pooled_cut=robust" \
+  --method "pipeline:pooled_cut=robust,pairing_band=2.5" --method "$previous" --plot "$out/paragraph.png"
 # shellcheck disable=SC2046
 run contractnli "$contract" sentence --bundle "$bundle" $(baselines) "${args[@]}" --plot "$out/contractnli.png"
 # shellcheck disable=SC2046
-env -u METEORA_EDGE_BUNDLE "$me" eval --data "$hotpot" --level sentence $(baselines) --method pipeline --method "$previous" \
-  --by gold-count -o "$out/hashing.json" | tee "$out/hashing.txt"
+env -u METEORA_EDGE_BUNDLE "$me" eval --data "$hotpot" --level sentence $(baselines) --method pipeline --method "pipeline:pooled_cut=robust" \
+  --method "$previous" --by gold-count -o "$out/hashing.json" | tee "$out/hashing.txt"
 # shellcheck disable=SC2046
-env -u METEORA_EDGE_BUNDLE "$me" eval --data "$contract" --level sentence $(baselines) --method pipeline --method "$previous" \
-  --by gold-count -o "$out/contractnli-hashing.json" | tee "$out/contractnli-hashing.txt"
+env -u METEORA_EDGE_BUNDLE "$me" eval --data "$contract" --level sentence $(baselines) --method pipeline --method "pipeline:pooled_cut=robust" \
+  --method "$previous" --by gold-count -o "$out/contractnli-hashing.json" | tee "$out/contractnli-hashing.txt"
