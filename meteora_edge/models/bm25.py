@@ -27,7 +27,7 @@ from ..errors import ConfigError, LocalIndexError
 from .analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer
 from .vectors import top_k_indices
 
-__all__ = ["BM25Index", "bm25_tokens", "BM25_ARRAYS", "BM25_VOCAB"]
+__all__ = ["BM25Index", "bm25_tokens", "okapi_idf", "posting_weights", "BM25_ARRAYS", "BM25_VOCAB"]
 
 #: The stored arrays, in order: term_ptr (int64), doc_ids, tf, doc_len (int32).
 BM25_ARRAYS = (
@@ -83,7 +83,7 @@ class BM25Index:
         self.doc_len = doc_len
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.analyzer = analyzer
-        self.weights = self._weights()
+        self._statistics: tuple[np.ndarray, float] | None = None  # idf per term and mean length, on first query
 
     @property
     def n_docs(self) -> int:
@@ -142,18 +142,25 @@ class BM25Index:
             analyzer=self.analyzer,
         )
 
-    def _weights(self) -> np.ndarray:
-        n = self.n_docs
-        if n == 0 or self.doc_ids.size == 0:
-            return np.zeros(self.doc_ids.shape[0], dtype=np.float32)
-        df = np.diff(self.term_ptr).astype(np.float64)
-        idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-        idf[idf < 0] = self.epsilon * idf.sum() / idf.size
-        avgdl = self.doc_len.sum() / n
-        tf = self.tf.astype(np.float64)
-        norm = self.k1 * (1 - self.b + self.b * self.doc_len[self.doc_ids] / avgdl)
-        term_of_posting = np.repeat(idf, np.diff(self.term_ptr))
-        return (term_of_posting * tf * (self.k1 + 1) / (tf + norm)).astype(np.float32)
+    def statistics(self) -> tuple[np.ndarray, float]:
+        """The idf of every term (rank-bm25's, floored at epsilon times the mean) and the mean document length."""
+        if self._statistics is None:
+            n = self.n_docs
+            avgdl = float(self.doc_len.sum() / n) if n else 1.0
+            self._statistics = (okapi_idf(n, np.diff(self.term_ptr).astype(np.float64), self.epsilon), avgdl)
+        return self._statistics
+
+    def term_weights(self, term_id: int, idf: float | None = None, avgdl: float | None = None) -> np.ndarray:
+        """The BM25 weight (float32) of each posting of ``term_id``, in posting order.
+
+        Computed when asked, from the term's postings alone, so an index of any size costs no
+        memory per posting beyond its mapped files. ``idf`` and ``avgdl`` replace this index's
+        own statistics (an index combined with another scores with shared ones)."""
+        own_idf, own_avgdl = self.statistics()
+        lo, hi = int(self.term_ptr[term_id]), int(self.term_ptr[term_id + 1])
+        return posting_weights(self.tf[lo:hi], self.doc_len[self.doc_ids[lo:hi]],
+                               own_idf[term_id] if idf is None else idf, own_avgdl if avgdl is None else avgdl,
+                               k1=self.k1, b=self.b)
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the query tokens (repeats count again)."""
@@ -163,16 +170,17 @@ class BM25Index:
             if term_id is None:
                 continue
             lo, hi = self.term_ptr[term_id], self.term_ptr[term_id + 1]
-            out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
+            out[self.doc_ids[lo:hi]] += self.term_weights(term_id)  # a term's postings name each document once
         return out
 
     def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int],
-                   weights: np.ndarray | None = None) -> np.ndarray:
+                   statistics: tuple[np.ndarray, float] | None = None) -> np.ndarray:
         """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
         summed in the same order, without touching the other documents (postings are sorted by
-        document within a term, so each term is a binary search). ``weights``: one per posting
-        in place of this index's own (an index combined with another scores with shared statistics)."""
-        weights = self.weights if weights is None else weights
+        document within a term, so each term is a binary search). ``statistics``: the idf of each
+        of this index's terms and the mean document length, in place of its own (an index combined
+        with another scores with shared statistics)."""
+        idf, avgdl = self.statistics() if statistics is None else statistics
         wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
         for term in query_tokens:
@@ -184,7 +192,9 @@ class BM25Index:
             at = np.searchsorted(postings, wanted)
             found = at < postings.shape[0]
             found[found] = postings[at[found]] == wanted[found]
-            out[found] += weights[lo:hi][at[found]]
+            hits = at[found]
+            out[found] += posting_weights(self.tf[lo:hi][hits], self.doc_len[postings[hits]], idf[term_id], avgdl,
+                                          k1=self.k1, b=self.b)
         return out
 
     def text_scores(self, text: str) -> np.ndarray:
@@ -290,6 +300,24 @@ class BM25Index:
             raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
                                   "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, analyzer=analyzer, **params)
+
+
+def okapi_idf(n: int, df: np.ndarray, epsilon: float) -> np.ndarray:
+    """Okapi idf of terms found in ``df`` of ``n`` documents; negative values become ``epsilon``
+    times the mean idf (rank-bm25's floor)."""
+    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+    if idf.size:
+        idf[idf < 0] = epsilon * idf.sum() / idf.size
+    return idf
+
+
+def posting_weights(tf: np.ndarray, doc_len: np.ndarray, idf: float, avgdl: float, *, k1: float, b: float
+                    ) -> np.ndarray:
+    """``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl))`` per posting, computed in
+    float64 and returned as float32 (each element as the whole-index computation gives it)."""
+    tf = np.asarray(tf).astype(np.float64)
+    norm = k1 * (1 - b + b * np.asarray(doc_len) / avgdl)
+    return (idf * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
 
 
 def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:
