@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,9 +34,9 @@ import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
 from ..models.bm25 import BM25_VOCAB, BM25Index
-from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
+from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, write_ann
 from .bundle_record import bundle_record
-from .chunk_records import Progress, chunk_documents, embed_into
+from .chunk_records import Progress, chunk_lines, embed_into
 from .content_hashes import source_counts
 from .corpus import SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
@@ -47,7 +48,9 @@ from .chunking import count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
-from .vector_spool import VectorSpool, spool_folder
+from .posting_spool import PostingSpool
+from .record_spool import RecordSpool
+from .vector_spool import VectorSpool, spool_file, spool_folder
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..models.vectors import top_k_indices
@@ -61,8 +64,7 @@ class LocalIndex:
     """One opened version of a local index. Use :meth:`build`, :meth:`load` and :meth:`add`.
 
     Example:
-        >>> import tempfile
-        >>> from meteora_edge import HashingEncoder
+        >>>         >>> from meteora_edge import HashingEncoder
         >>> folder = tempfile.mkdtemp()
         >>> docs = [SourceDocument("a", "Either party may terminate on ninety days notice.")]
         >>> index = LocalIndex.build(f"{folder}/ix", docs, HashingEncoder(), chunk_size=4, overlap=0)
@@ -233,39 +235,44 @@ class LocalIndex:
             raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
-        if not lines:
-            raise InputError("the documents hold no text to index")
-        table = build_table(documents, counts)
-        record = bundle_record(bundle)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
-        # the vectors go to a temporary file as they are computed, so memory does not grow with the corpus
-        with VectorSpool(len(lines), spool_folder(target), where=target) as vectors:
-            embed_into(vectors, encoder, texts, batch_size, progress)
-            bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
-            ann_bytes = None
-            if ann is not None:
-                entry = ann_entry(ann, len(lines))
-                ann_bytes = build_ann(vectors.array(), entry)
-            manifest = {
-                "format": INDEX_FORMAT,
-                "format_version": INDEX_FORMAT_VERSION,
-                "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
-                            **({"bundle": record} if record else {})},
-                "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
-                "analyzer": analyzer.record(),
-                "created": utc_now(),
-                "last_write": {"op": "build", "chunks": len(lines)},
-                "segments": {"base": len(lines), "delta": 0, "deleted": 0},
-                **({"ann": entry} if ann is not None else {}),
-            }
-            with writer_lock(target, create=True, timeout=wait):
-                if target_state(target) == "index" and not overwrite:  # another build got there first
-                    raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
-                with new_generation(target) as writer:
-                    _write(writer, manifest, vectors, lines, bm25, ann_bytes, table)
-                return cls.load(target, encoder=encoder, verify=False)
+        record = bundle_record(bundle)
+        folder = spool_folder(target)
+        # the records, BM25 postings and vectors go to temporary files as they are made, so memory
+        # does not grow with the corpus (beyond 16 bytes a chunk and the vocabulary)
+        with RecordSpool(folder, where=target) as records, PostingSpool(analyzer, folder, where=target) as bm25:
+            counts = [0] * len(documents)
+            for position, text, line in chunk_lines(documents, 0, chunk_size, overlap):
+                records.append(line, len(text))
+                bm25.add_text(text)
+                counts[position] += 1
+            if not len(records):
+                raise InputError("the documents hold no text to index")
+            table = build_table(documents, counts)
+            with VectorSpool(len(records), folder, where=target) as vectors, spool_file(folder, "ann") as ann_file:
+                embed_into(vectors, encoder, records.texts(), batch_size, progress)
+                entry = ann_entry(ann, len(records)) if ann is not None else None
+                if entry is not None:  # built before the lock is taken (it is the slow part), kept on disk
+                    write_ann(vectors, entry, ann_file)
+                manifest = {
+                    "format": INDEX_FORMAT,
+                    "format_version": INDEX_FORMAT_VERSION,
+                    "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
+                                **({"bundle": record} if record else {})},
+                    "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
+                    "analyzer": analyzer.record(),
+                    "created": utc_now(),
+                    "last_write": {"op": "build", "chunks": len(records)},
+                    "segments": {"base": len(records), "delta": 0, "deleted": 0},
+                    **({"ann": entry} if entry is not None else {}),
+                }
+                with writer_lock(target, create=True, timeout=wait):
+                    if target_state(target) == "index" and not overwrite:  # another build got there first
+                        raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
+                    with new_generation(target) as writer:
+                        _write(writer, manifest, vectors, records, bm25, ann_file if entry else None, table)
+                    return cls.load(target, encoder=encoder, verify=False)
 
     def add(
         self,
@@ -589,30 +596,25 @@ class LocalIndex:
 def _write(
     writer: GenerationWriter,
     manifest: dict[str, Any],
-    vectors: np.ndarray | VectorSpool,
-    lines: list[bytes],
-    bm25: BM25Index,
-    ann_bytes: bytes | None,
+    vectors: VectorSpool,
+    records: RecordSpool,
+    bm25: PostingSpool,
+    ann: BinaryIO | None,
     table: dict[str, SourceEntry],
 ) -> None:
-    """Write the generation of a build: one base segment (and the ANN structure) and its source table."""
+    """Write the generation of a build from its spools: one base segment (and the ANN structure,
+    serialised in the file ``ann``) and its source table."""
     from .sources import encode_table
 
-    if isinstance(vectors, VectorSpool):  # a build streams its vectors from the spool file
-        with writer.stream("vectors.npy") as out:
-            vectors.write_npy(out)
-    else:
-        writer.write_array("vectors.npy", vectors)
+    with writer.stream("vectors.npy") as out:
+        vectors.write_npy(out)
     with writer.stream("chunks.jsonl") as out:
-        offsets = []
-        for line in lines:
-            offsets.append(out.size)
-            out.write(line)
-    writer.write_array("chunk_offsets.npy", np.asarray(offsets, dtype=np.int64))
-    for name, array in bm25.arrays().items():
-        writer.write_array(name, array)
-    writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
-    if ann_bytes is not None:
-        writer.write_bytes(ANN_FILE, ann_bytes)
+        records.write_to(out)
+    writer.write_array("chunk_offsets.npy", records.offsets())
+    bm25.write(writer)
+    if ann is not None:
+        ann.seek(0)
+        with writer.stream(ANN_FILE) as out:
+            shutil.copyfileobj(ann, out)  # type: ignore[misc]
     writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})
