@@ -15,6 +15,7 @@ business. :meth:`BM25Index.from_texts` analyses documents and remembers the anal
 from __future__ import annotations
 
 import json
+import mmap
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -39,6 +40,7 @@ BM25_ARRAYS = (
 #: The vocabulary and parameters: ``{"params": {"k1", "b", "epsilon"}, "terms": [...]}``.
 BM25_VOCAB = "bm25_vocab.json"
 _PARAMS = ("k1", "b", "epsilon")
+_CHECK_BLOCK = 1 << 20  # postings checked at a time when an index is loaded
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -291,12 +293,13 @@ class BM25Index:
             or int(term_ptr[0]) != 0
             or int(term_ptr[-1]) != doc_ids.shape[0]
             or bool(np.any(np.diff(term_ptr) < 0))
-            or (doc_ids.size and (int(doc_ids.min()) < 0 or int(doc_ids.max()) >= n_docs))
-            or (tf.size and int(tf.min()) < 1)
             or (doc_len.size and int(doc_len.min()) < 0)
         ):
             raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
-        if not _postings_sorted(term_ptr, doc_ids):
+        problem = _postings_problem(term_ptr, doc_ids, tf, n_docs)
+        if problem == "range":
+            raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
+        if problem == "order":
             raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
                                   "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, analyzer=analyzer, **params)
@@ -320,15 +323,34 @@ def posting_weights(tf: np.ndarray, doc_len: np.ndarray, idf: float, avgdl: floa
     return (idf * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
 
 
-def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:
-    """Whether each term's postings name strictly increasing documents (what :meth:`BM25Index.scores_for` needs)."""
-    if doc_ids.size < 2:
-        return True
-    rising = np.diff(doc_ids) > 0
-    starts = np.asarray(term_ptr[1:-1], dtype=np.int64) - 1  # the step into the next term's postings may fall
-    starts = starts[(starts >= 0) & (starts < rising.size)]
-    rising[starts] = True
-    return bool(rising.all())
+def _postings_problem(term_ptr: np.ndarray, doc_ids: np.ndarray, tf: np.ndarray, n_docs: int) -> str | None:
+    """``"range"`` (a document outside the index or a frequency below 1), ``"order"`` (a term's
+    postings not naming strictly increasing documents, which :meth:`BM25Index.scores_for` needs)
+    or None. Reads the postings a block at a time; mapped pages are given back after each block,
+    so checking a file of any size costs a block of memory."""
+    total = int(doc_ids.shape[0])
+    starts = np.asarray(term_ptr[1:-1], dtype=np.int64)  # postings where a term begins: doc ids may fall there
+    for lo in range(0, total, _CHECK_BLOCK):
+        hi = min(lo + _CHECK_BLOCK, total)
+        docs = np.asarray(doc_ids[max(lo - 1, 0) : hi], dtype=np.int64)
+        if int(docs.min()) < 0 or int(docs.max()) >= n_docs or int(np.asarray(tf[lo:hi]).min()) < 1:
+            return "range"
+        rising = np.diff(docs) > 0  # rising[i]: the step into posting max(lo - 1, 0) + i + 1
+        first = max(lo - 1, 0) + 1
+        inside = starts[(starts >= first) & (starts < hi)]
+        rising[inside - first] = True
+        if not rising.all():
+            return "order"
+        _release(doc_ids, tf)
+    return None
+
+
+def _release(*arrays: np.ndarray) -> None:
+    """Give back the resident pages of memory-mapped arrays (they are read from the file again when needed)."""
+    for array in arrays:
+        mapping = getattr(array, "_mmap", None)
+        if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _check_vocab_document(document: Any, where: str) -> tuple[list[str], dict[str, float]]:
