@@ -137,7 +137,7 @@ class LocalIndex:
             assert previous is not None
             self.ann = previous.ann
         elif "ann" in manifest:
-            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=base, dimension=dim,
+            self.ann = AnnIndex(handles[ANN_FILE], manifest["ann"], count=base, dimension=dim,
                                 where=str(where / ANN_FILE))
         self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
         weakref.finalize(self, self._chunks.close)
