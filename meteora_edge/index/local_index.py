@@ -99,10 +99,12 @@ class LocalIndex:
         if same_base:
             assert previous is not None
             self._base_vectors, self.offsets, self.analyzer = previous._base_vectors, previous.offsets, previous.analyzer
+            self._vector_rows = previous._vector_rows
             base_bm25 = previous.base_bm25
         else:
             self._base_vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(base, dim), mmap=True,
                                           where=str(where / "vectors.npy"))
+            self._vector_rows = _RowReader.of(handles["vectors.npy"], self._base_vectors)
             self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
                                     where=str(where / "chunk_offsets.npy"))
             check_offsets(self.offsets, self._chunk_bytes, chunks, where)
@@ -131,7 +133,7 @@ class LocalIndex:
         if segments["delta"] or segments["deleted"]:
             self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
         self._sources: dict[str, SourceEntry] | None = None
-        self._sources_raw = handles[SOURCES_FILE].read() if SOURCES_FILE in handles else None  # parsed when asked
+        self._sources_file = _reopened(handles[SOURCES_FILE], self) if SOURCES_FILE in handles else None  # read when asked
         self.ann: AnnIndex | None = None
         if same_base:
             assert previous is not None
@@ -139,8 +141,7 @@ class LocalIndex:
         elif "ann" in manifest:
             self.ann = AnnIndex(handles[ANN_FILE], manifest["ann"], count=base, dimension=dim,
                                 where=str(where / ANN_FILE))
-        self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
-        weakref.finalize(self, self._chunks.close)
+        self._chunks = _reopened(chunks, self)
         if not same_base:
             self._check_chunking(where)
 
@@ -157,8 +158,9 @@ class LocalIndex:
 
         An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
         """
-        if self._sources is None and self._sources_raw is not None:
-            self._sources = decode_table(self._sources_raw, str(self.folder / SOURCES_FILE), count=self.id_count)
+        if self._sources is None and self._sources_file is not None:
+            raw = os.pread(self._sources_file.fileno(), self.manifest["files"][SOURCES_FILE]["size"], 0)
+            self._sources = decode_table(raw, str(self.folder / SOURCES_FILE), count=self.id_count)
         if self._sources is None:
             self._sources = table_from_records(
                 r for lo in range(0, self.id_count, 4096)
@@ -558,7 +560,7 @@ class LocalIndex:
             raise InputError(f"chunk id {int(wanted[~self._live[wanted]][0])} was removed from the index")
         out = np.empty((wanted.size, self.dimension), dtype=np.float32)
         in_base = wanted < self.base_count
-        out[in_base] = self._base_vectors[wanted[in_base]]
+        out[in_base] = self._vector_rows.rows(wanted[in_base]) if self._vector_rows else self._base_vectors[wanted[in_base]]
         out[~in_base] = self.delta.vectors[wanted[~in_base] - self.base_count]
         return out
 
@@ -568,7 +570,7 @@ class LocalIndex:
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        if self._sources_raw is not None or len(self.deleted):  # the source table, when stored, counts without reading
+        if self._sources_file is not None or len(self.deleted):  # the source table, when stored, counts without reading
             files = len(self.sources) or None
             documents = sum(len(e.documents) for e in self.sources.values()) or None
         else:
@@ -591,6 +593,43 @@ class LocalIndex:
             "last_write": self.manifest.get("last_write"),
             "bytes": sum(e["size"] for e in self.manifest["files"].values()),
         }
+
+
+def _reopened(handle: BinaryIO, owner: object) -> BinaryIO:
+    """A duplicate of the snapshot's open ``handle`` (which is closed after loading), closed with ``owner``."""
+    duplicate = os.fdopen(os.dup(handle.fileno()), "rb")
+    weakref.finalize(owner, duplicate.close)
+    return duplicate
+
+
+class _RowReader:
+    """Reads a few rows of the base vectors with ``pread`` instead of through the memory map: a
+    fault in a mapping can map a whole large page-cache folio (megabytes), so a few hundred
+    scattered rows would make the resident size grow by hundreds of megabytes at a million chunks."""
+
+    _MOST = 4096  # beyond this many rows the mapping reads them (an exact scan reads everything anyway)
+
+    def __init__(self, handle: BinaryIO, offset: int, dimension: int, mapped: np.ndarray) -> None:
+        self._file, self._offset, self._width, self._mapped = handle, offset, dimension * 4, mapped
+        self._dimension = dimension
+
+    @classmethod
+    def of(cls, handle: BinaryIO, mapped: np.ndarray) -> _RowReader | None:
+        """A reader over the ``.npy`` file ``handle`` that ``mapped`` maps, or None when nothing is mapped."""
+        offset = getattr(mapped, "offset", None)
+        if offset is None or mapped.ndim != 2:
+            return None
+        reader = cls(os.fdopen(os.dup(handle.fileno()), "rb"), int(offset), int(mapped.shape[1]), mapped)
+        weakref.finalize(reader, reader._file.close)
+        return reader
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """The rows ``ids`` (each within the array), float32."""
+        if ids.size > self._MOST:
+            return np.asarray(self._mapped[ids])
+        fd, width, offset = self._file.fileno(), self._width, self._offset
+        data = b"".join(os.pread(fd, width, offset + int(i) * width) for i in ids.tolist())
+        return np.frombuffer(data, dtype="<f4").reshape(ids.size, self._dimension)
 
 
 def _write(
