@@ -50,6 +50,7 @@ from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
 from .posting_spool import PostingSpool
 from .record_spool import RecordSpool
+from .table_spool import TableSpool
 from .vector_spool import VectorSpool, spool_file, spool_folder
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
@@ -243,15 +244,20 @@ class LocalIndex:
         folder = spool_folder(target)
         # the records, BM25 postings and vectors go to temporary files as they are made, so memory
         # does not grow with the corpus (beyond 16 bytes a chunk and the vocabulary)
-        with RecordSpool(folder, where=target) as records, PostingSpool(analyzer, folder, where=target) as bm25:
-            counts = [0] * len(documents)
-            for position, text, line in chunk_lines(documents, 0, chunk_size, overlap):
-                records.append(line, len(text))
-                bm25.add_text(text)
-                counts[position] += 1
+        with RecordSpool(folder, where=target) as records, PostingSpool(analyzer, folder, where=target) as bm25, \
+                TableSpool(folder, where=target) as sources:
+            counts = []
+            for document in documents:
+                first = len(records)
+                for _, text, line in chunk_lines([document], first, chunk_size, overlap):
+                    records.append(line, len(text))
+                    bm25.add_text(text)
+                counts.append(len(records) - first)
+                sources.add(document, first, len(records))
             if not len(records):
                 raise InputError("the documents hold no text to index")
-            table = build_table(documents, counts)
+            # documents come source by source (else the table is grouped in memory)
+            table = sources if sources.grouped() else build_table(documents, counts)
             with VectorSpool(len(records), folder, where=target) as vectors, spool_file(folder, "ann") as ann_file:
                 embed_into(vectors, encoder, records.texts(), batch_size, progress)
                 entry = ann_entry(ann, len(records)) if ann is not None else None
@@ -639,7 +645,7 @@ def _write(
     records: RecordSpool,
     bm25: PostingSpool,
     ann: BinaryIO | None,
-    table: dict[str, SourceEntry],
+    table: TableSpool | dict[str, SourceEntry],
 ) -> None:
     """Write the generation of a build from its spools: one base segment (and the ANN structure,
     serialised in the file ``ann``) and its source table."""
@@ -655,5 +661,9 @@ def _write(
         ann.seek(0)
         with writer.stream(ANN_FILE) as out:
             shutil.copyfileobj(ann, out)  # type: ignore[misc]
-    writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
+    with writer.stream(SOURCES_FILE) as out:
+        if isinstance(table, TableSpool):
+            table.write_to(out)
+        else:
+            out.write(encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})

@@ -14,6 +14,7 @@ get one built from their chunk records on their first write (see :func:`table_fr
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -25,8 +26,8 @@ from ..fileio import STDIN_LABEL
 from .corpus import SourceDocument
 from .manifest import parse_strict_json
 
-__all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "group_by_source", "file_state",
-           "encode_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
+__all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "hash_document", "group_by_source", "file_state",
+           "encode_table", "encode_row", "write_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
 
 _TABLE_FORMAT = "meteora-edge-sources"
 
@@ -78,10 +79,15 @@ def content_hash(documents: Sequence[SourceDocument]) -> str:
     """The sha256 of everything read from one source: each document's id, text and metadata."""
     digest = hashlib.sha256()
     for document in documents:
-        item = [document.source_id, document.text, document.metadata]
-        digest.update(json.dumps(item, ensure_ascii=False, sort_keys=True, default=str).encode(errors="surrogatepass"))
-        digest.update(b"\n")
+        hash_document(digest, document)
     return digest.hexdigest()
+
+
+def hash_document(digest: Any, document: SourceDocument) -> None:
+    """Feed one document to a :func:`content_hash` digest."""
+    item = [document.source_id, document.text, document.metadata]
+    digest.update(json.dumps(item, ensure_ascii=False, sort_keys=True, default=str).encode(errors="surrogatepass"))
+    digest.update(b"\n")
 
 
 def group_by_source(documents: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
@@ -105,9 +111,23 @@ def file_state(key: str) -> tuple[int | None, int | None]:
 
 def encode_table(entries: Iterable[SourceEntry]) -> bytes:
     """``sources.json``: the entries sorted by key."""
-    rows = [entry.to_json() for entry in sorted(entries, key=lambda e: e.key)]
-    return json.dumps({"format": _TABLE_FORMAT, "sources": rows}, ensure_ascii=False, allow_nan=False,
-                      separators=(",", ":")).encode("utf-8", "surrogatepass") + b"\n"
+    out = io.BytesIO()
+    write_table((encode_row(entry) for entry in sorted(entries, key=lambda e: e.key)), out)
+    return out.getvalue()
+
+
+def encode_row(entry: SourceEntry) -> bytes:
+    """One entry of ``sources.json``, as :func:`write_table` takes it."""
+    return json.dumps(entry.to_json(), ensure_ascii=False, allow_nan=False,
+                      separators=(",", ":")).encode("utf-8", "surrogatepass")
+
+
+def write_table(rows: Iterable[bytes], out: Any) -> None:
+    """Write ``sources.json`` to ``out`` (anything with ``.write``) from its encoded rows, sorted by key."""
+    out.write(b'{"format":' + json.dumps(_TABLE_FORMAT).encode("ascii") + b',"sources":[')
+    for i, row in enumerate(rows):
+        out.write(b"," + row if i else row)
+    out.write(b"]}\n")
 
 
 def _optional_int(value: Any) -> bool:
