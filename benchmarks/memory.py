@@ -1,13 +1,14 @@
 """Peak memory and start-up: chunking against input size, index builds and select at scale, the CLI's start-up.
 
 Usage: python benchmarks/memory.py [--sizes 25,50,100,200] [--repeats 3] [--shapes words,one-word]
-                                   [--index-chunks 100000,200000] [--ann ivf] [--startup]
+                                   [--index-chunks 100000,200000] [--ann ivf] [--per-document 1] [--startup]
 
 Index builds (``--index-chunks``; ``--sizes ''`` skips the chunking table): each size is built in
 a fresh process from ``benchmarks/pipeline.py``'s synthetic Zipf corpus (40 words a chunk,
-generated 100 000 chunks at a time), embedded with the model-free hashing encoder, with an
-``--ann`` structure. The table gives the build's peak RSS, the RSS the caller's documents
-already took before the build (``corpus``), and the peak RSS and wall time of a real
+generated 100 000 chunks at a time, ``--per-document`` chunks to a document), embedded with
+the model-free hashing encoder, with an ``--ann`` structure. The table gives the build's peak
+RSS, the RSS the caller's documents already took before the build (``corpus``), and the peak
+RSS and wall time of a real
 ``meteora-edge select --index`` (hashing encoder, the pipeline's defaults, kNN through the ANN
 structure) over the index, median of ``--repeats``.
 
@@ -61,15 +62,15 @@ from pipeline import synthetic_corpus
 from meteora_edge import HashingEncoder, LocalIndex
 from meteora_edge.index.ann_index import AnnConfig
 from meteora_edge.index.corpus import SourceDocument
-n, out, ann = int(sys.argv[1]), sys.argv[2], sys.argv[3]
+n, out, ann, per = int(sys.argv[1]), sys.argv[2], sys.argv[3], int(sys.argv[5])
 docs = []
 for lo in range(0, n, 100_000):
     texts = synthetic_corpus(min(100_000, n - lo), seed=7 + lo)
-    docs += [SourceDocument(str(lo + i), text, {}) for i, text in enumerate(texts)]
+    docs += [SourceDocument(str(lo + i), " ".join(texts[i : i + per]), {}) for i in range(0, len(texts), per)]
 del texts
 with open("/proc/self/status", encoding="ascii") as status:
     rss = next(int(line.split()[1]) for line in status if line.startswith("VmRSS:")) * 1024
-LocalIndex.build(out, docs, HashingEncoder(), chunk_size=64, overlap=0, batch_size=1024,
+LocalIndex.build(out, docs, HashingEncoder(), chunk_size=40, overlap=0, batch_size=1024,
                  ann=AnnConfig(kind=ann) if ann else None)
 print(json.dumps({"corpus_bytes": rss}))
 """
@@ -110,18 +111,20 @@ def peak_mb(command: list[str], *, output: list[str] | None = None) -> tuple[flo
     return usage.ru_maxrss * 1024 / MB, seconds  # ru_maxrss is in KiB
 
 
-def index_table(sizes: list[int], ann: str, repeats: int, tmp: Path) -> None:
+def index_table(sizes: list[int], ann: str, per_document: int, repeats: int, tmp: Path) -> None:
     """Peak RSS of a build and of a ``select --index`` over it, per size (fresh processes)."""
     python, cli = sys.executable, str(Path(sys.executable).with_name("meteora-edge"))
     here = str(Path(__file__).resolve().parent)
-    print(f"\nindex build and select --index, hashing encoder, ANN {ann or 'none'}; build once, select median of "
+    print(f"\nindex build and select --index, hashing encoder, ANN {ann or 'none'}, {per_document} chunk(s) of 40 "
+          f"words a document; build once, select median of "
           f"{repeats} (queries {', '.join(QUERIES[:repeats])} …)")
     print(f"{'chunks':>9} | {'build s':>7} {'corpus MB':>9} {'build peak MB':>13} {'peak-corpus':>11} | "
           f"{'select peak MB':>14} {'select s':>8}")
     for n in sizes:
         out = tmp / f"index-{n}"
         lines: list[str] = []
-        build_mb, build_s = peak_mb([python, "-c", _INDEX_BUILD, str(n), str(out), ann, here], output=lines)
+        build_mb, build_s = peak_mb([python, "-c", _INDEX_BUILD, str(n), str(out), ann, here, str(per_document)],
+                                    output=lines)
         corpus_mb = json.loads(lines[-1])["corpus_bytes"] / MB
         selects = [peak_mb([cli, "select", "--index", str(out), "--query", QUERIES[i % len(QUERIES)]])
                    for i in range(repeats)]
@@ -158,6 +161,8 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3, help="runs per measurement (the median is shown)")
     parser.add_argument("--index-chunks", default="", help="index sizes to build and select over, comma-separated")
     parser.add_argument("--ann", default="ivf", help="the ANN kind of those indexes ('' for none)")
+    parser.add_argument("--per-document", type=int, default=1, help="chunks of 40 words in each document "
+                        "(1: a million documents for a million chunks; 100: files of 4 000 words)")
     parser.add_argument("--startup", action="store_true", help="measure the CLI's start-up")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
@@ -167,7 +172,8 @@ def main() -> None:
         startup_table(args.repeats)
     if args.index_chunks:
         with tempfile.TemporaryDirectory(prefix="meteora-memory-", dir=os.environ.get("METEORA_BENCH_WORK")) as tmp:
-            index_table([int(n) for n in args.index_chunks.split(",")], args.ann, args.repeats, Path(tmp))
+            index_table([int(n) for n in args.index_chunks.split(",")], args.ann, args.per_document, args.repeats,
+                        Path(tmp))
     if not sizes:
         return
     python = sys.executable
