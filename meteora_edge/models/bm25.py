@@ -41,6 +41,7 @@ BM25_ARRAYS = (
 BM25_VOCAB = "bm25_vocab.json"
 _PARAMS = ("k1", "b", "epsilon")
 _CHECK_BLOCK = 1 << 20  # postings checked at a time when an index is loaded
+_RECENT_POSTINGS = 1 << 22  # weights kept for recently queried terms: 16 MB of float32
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -86,6 +87,7 @@ class BM25Index:
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.analyzer = analyzer
         self._statistics: tuple[np.ndarray, float] | None = None  # idf per term and mean length, on first query
+        self._recent: dict[int, np.ndarray] = {}  # weights of recently queried terms, at most _RECENT_POSTINGS
 
     @property
     def n_docs(self) -> int:
@@ -158,11 +160,21 @@ class BM25Index:
         Computed when asked, from the term's postings alone, so an index of any size costs no
         memory per posting beyond its mapped files. ``idf`` and ``avgdl`` replace this index's
         own statistics (an index combined with another scores with shared ones)."""
+        own = idf is None and avgdl is None
+        if own and term_id in self._recent:
+            return self._recent[term_id]
         own_idf, own_avgdl = self.statistics()
         lo, hi = int(self.term_ptr[term_id]), int(self.term_ptr[term_id + 1])
-        return posting_weights(self.tf[lo:hi], self.doc_len[self.doc_ids[lo:hi]],
-                               own_idf[term_id] if idf is None else idf, own_avgdl if avgdl is None else avgdl,
-                               k1=self.k1, b=self.b)
+        weights = posting_weights(self.tf[lo:hi], self.doc_len[self.doc_ids[lo:hi]],
+                                  own_idf[term_id] if idf is None else idf, own_avgdl if avgdl is None else avgdl,
+                                  k1=self.k1, b=self.b)
+        if own and hi - lo <= _RECENT_POSTINGS:  # frequent terms recur across queries: keep recent ones
+            recent = self._recent
+            if sum(w.size for w in list(recent.values())) + hi - lo > _RECENT_POSTINGS:
+                recent = self._recent = {}  # full: start again (a new dict, so concurrent queries never see it shrink)
+            weights.flags.writeable = False  # callers share it
+            recent[term_id] = weights
+        return weights
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the query tokens (repeats count again)."""

@@ -119,3 +119,19 @@ def test_weights_computed_per_term_equal_the_whole_index_computation():
 def test_block_sizes_below_one_are_refused(tmp_path, block, passes):
     with pytest.raises(ConfigError, match=f"got {block} and {passes}"):
         PostingSpool(DEFAULT_ANALYZER, tmp_path, block_postings=block, pass_postings=passes)
+
+
+def test_recent_term_weights_are_reused_within_a_bound(monkeypatch):
+    """Weights of queried terms are kept (a repeated query computes nothing) up to _RECENT_POSTINGS
+    postings; past the bound the kept ones are dropped, and scores never change."""
+    monkeypatch.setattr("meteora_edge.models.bm25._RECENT_POSTINGS", 150)
+    index = BM25Index.from_texts(corpus(300))
+    fresh = BM25Index.from_texts(corpus(300))
+    first = index.text_scores("Zürich über")
+    assert index._recent and all(not w.flags.writeable for w in index._recent.values())
+    kept = dict(index._recent)
+    assert np.array_equal(index.text_scores("Zürich über"), first)
+    assert all(index._recent[t] is w for t, w in kept.items())  # reused, not recomputed
+    for query in ("fee", "late pay", "days ninety", "w1 w2", "w3", "terminate the party notice", "Zürich über"):
+        assert np.array_equal(index.text_scores(query), fresh.text_scores(query))
+        assert sum(w.size for w in index._recent.values()) <= 150
