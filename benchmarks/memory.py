@@ -1,7 +1,8 @@
 """Peak memory and start-up: chunking against input size, index builds and select at scale, the CLI's start-up.
 
 Usage: python benchmarks/memory.py [--sizes 25,50,100,200] [--repeats 3] [--shapes words,one-word]
-                                   [--index-chunks 100000,200000] [--ann ivf] [--per-document 1] [--startup]
+                                   [--index-chunks 100000,200000] [--ann ivf] [--per-document 1]
+                                   [--startup [--before DIR]]
 
 Index builds (``--index-chunks``; ``--sizes ''`` skips the chunking table): each size is built in
 a fresh process from ``benchmarks/pipeline.py``'s synthetic Zipf corpus (40 words a chunk,
@@ -14,7 +15,9 @@ structure) over the index, median of ``--repeats``.
 
 Start-up (``--startup``): wall time and peak RSS of ``meteora-edge --version``, ``select
 --help`` and a real ``select`` over ``examples/contract_clauses.json`` with the hashing
-encoder, median of ``--repeats`` (at least 5).
+encoder, median of ``--repeats`` (at least 5); ``--before DIR`` runs them interleaved with a
+previous checkout (``git archive`` of it, with ``cli/`` moved into ``meteora_edge/``) first on
+``PYTHONPATH``.
 
 Chunking:
 
@@ -94,12 +97,13 @@ def write_input(path: Path, size: int, shape: str) -> None:
             written += len(block)
 
 
-def peak_mb(command: list[str], *, output: list[str] | None = None) -> tuple[float, float]:
+def peak_mb(command: list[str], *, output: list[str] | None = None,
+            env: dict[str, str] | None = None) -> tuple[float, float]:
     """Run ``command``; return its peak RSS in MB (from wait4) and its wall time in seconds
     (its standard output appended to ``output`` when given)."""
     started = time.perf_counter()
     proc = subprocess.Popen(command, stdout=subprocess.PIPE if output is not None else subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+                            stderr=subprocess.PIPE, env=env)
     out = proc.stdout.read().decode() if proc.stdout else ""  # small: a line of JSON at most
     _, status, usage = os.wait4(proc.pid, 0)
     seconds = time.perf_counter() - started
@@ -133,8 +137,10 @@ def index_table(sizes: list[int], ann: str, per_document: int, repeats: int, tmp
         shutil.rmtree(out, ignore_errors=True)
 
 
-def startup_table(repeats: int) -> None:
-    """Wall time and peak RSS of the CLI's light paths and a real select (hashing encoder)."""
+def startup_table(repeats: int, before: str | None) -> None:
+    """Wall time and peak RSS of the CLI's light paths and a real select (hashing encoder); with
+    ``before`` (a folder laid out as installed: ``meteora_edge/`` with ``cli/`` inside) the same
+    commands run with it first on ``PYTHONPATH``, interleaved with this checkout's."""
     cli = str(Path(sys.executable).with_name("meteora-edge"))
     clauses = str(Path(__file__).resolve().parents[1] / "examples" / "contract_clauses.json")
     commands = {
@@ -142,16 +148,24 @@ def startup_table(repeats: int) -> None:
         "select --help": [cli, "select", "--help"],
         "select --chunks (hashing)": [cli, "select", "--chunks", clauses, "--query", "Who may terminate?"],
     }
+    sides = {"now": dict(os.environ)}
+    if before:
+        sides = {"before": {**os.environ, "PYTHONPATH": before}, **sides}
     runs = max(repeats, 5)
-    print(f"\nstart-up: wall time of the command, median of {runs} (interleaved), and its peak RSS")
-    print(f"{'command':<27} {'s':>6} {'peak RSS MB':>11}")
-    samples: dict[str, list[tuple[float, float]]] = {name: [] for name in commands}
+    print(f"\nstart-up: wall time of the command, median of {runs} ({' and '.join(sides)} interleaved), and its "
+          "peak RSS")
+    print(f"{'command':<27} " + " ".join(f"{side + ' s':>9} {side + ' MB':>10}" for side in sides)
+          + (f" {'ratio':>6}" if before else ""))
+    samples = {(name, side): [] for name in commands for side in sides}
     for _ in range(runs):
         for name, command in commands.items():
-            samples[name].append(peak_mb(command))
-    for name, values in samples.items():
-        print(f"{name:<27} {statistics.median(s for _, s in values):>6.3f} "
-              f"{statistics.median(m for m, _ in values):>11.0f}")
+            for side, env in sides.items():
+                samples[(name, side)].append(peak_mb(command, env=env))
+    for name in commands:
+        seconds = {side: statistics.median(s for _, s in samples[(name, side)]) for side in sides}
+        row = " ".join(f"{seconds[side]:>9.3f} {statistics.median(m for m, _ in samples[(name, side)]):>10.0f}"
+                       for side in sides)
+        print(f"{name:<27} {row}" + (f" {seconds['before'] / seconds['now']:>5.2f}x" if before else ""))
 
 
 def main() -> None:
@@ -164,12 +178,14 @@ def main() -> None:
     parser.add_argument("--per-document", type=int, default=1, help="chunks of 40 words in each document "
                         "(1: a million documents for a million chunks; 100: files of 4 000 words)")
     parser.add_argument("--startup", action="store_true", help="measure the CLI's start-up")
+    parser.add_argument("--before", default=None, help="start-up: a previous checkout laid out as installed "
+                        "(meteora_edge/ with cli/ inside), measured side by side through PYTHONPATH")
     args = parser.parse_args()
     sizes = [int(s) for s in args.sizes.split(",") if s]
     print(machine_header(("numpy", "faiss-cpu")))
     print(f"load average {os.getloadavg()[0]:.1f}")
     if args.startup:
-        startup_table(args.repeats)
+        startup_table(args.repeats, args.before)
     if args.index_chunks:
         with tempfile.TemporaryDirectory(prefix="meteora-memory-", dir=os.environ.get("METEORA_BENCH_WORK")) as tmp:
             index_table([int(n) for n in args.index_chunks.split(",")], args.ann, args.per_document, args.repeats,
