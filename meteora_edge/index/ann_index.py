@@ -167,7 +167,8 @@ class AnnIndex:
             data, mapped = data.read(), None  # type: ignore[union-attr]
         try:
             if mapped is not None:
-                index = faiss.read_index(mapped, faiss.IO_FLAG_MMAP if entry["kind"] == "ivf" else faiss.IO_FLAG_MMAP_IFC)
+                flag = faiss.IO_FLAG_MMAP if entry["kind"] == "ivf" else faiss.IO_FLAG_MMAP_IFC
+                index = faiss.read_index(mapped, flag)
             else:
                 index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))  # type: ignore[arg-type]
         except (RuntimeError, ValueError) as exc:

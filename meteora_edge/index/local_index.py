@@ -65,7 +65,8 @@ class LocalIndex:
     """One opened version of a local index. Use :meth:`build`, :meth:`load` and :meth:`add`.
 
     Example:
-        >>>         >>> from meteora_edge import HashingEncoder
+        >>> import tempfile
+        >>> from meteora_edge import HashingEncoder
         >>> folder = tempfile.mkdtemp()
         >>> docs = [SourceDocument("a", "Either party may terminate on ninety days notice.")]
         >>> index = LocalIndex.build(f"{folder}/ix", docs, HashingEncoder(), chunk_size=4, overlap=0)
@@ -134,7 +135,8 @@ class LocalIndex:
         if segments["delta"] or segments["deleted"]:
             self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
         self._sources: dict[str, SourceEntry] | None = None
-        self._sources_file = _reopened(handles[SOURCES_FILE], self) if SOURCES_FILE in handles else None  # read when asked
+        # the source table is read when asked (sync, add, info), not at every load
+        self._sources_file = _reopened(handles[SOURCES_FILE], self) if SOURCES_FILE in handles else None
         self.ann: AnnIndex | None = None
         if same_base:
             assert previous is not None
@@ -566,7 +568,8 @@ class LocalIndex:
             raise InputError(f"chunk id {int(wanted[~self._live[wanted]][0])} was removed from the index")
         out = np.empty((wanted.size, self.dimension), dtype=np.float32)
         in_base = wanted < self.base_count
-        out[in_base] = self._vector_rows.rows(wanted[in_base]) if self._vector_rows else self._base_vectors[wanted[in_base]]
+        base_ids = wanted[in_base]
+        out[in_base] = self._vector_rows.rows(base_ids) if self._vector_rows else self._base_vectors[base_ids]
         out[~in_base] = self.delta.vectors[wanted[~in_base] - self.base_count]
         return out
 

@@ -117,7 +117,8 @@ class PostingSpool:
         terms = np.frombuffer(self._terms, dtype=np.int32)
         order = np.argsort(terms, kind="stable")  # documents ascend within a term
         terms = terms[order]
-        parts = (terms, np.frombuffer(self._docs, dtype=np.int32)[order], np.frombuffer(self._freqs, dtype=np.int32)[order])
+        docs, freqs = np.frombuffer(self._docs, dtype=np.int32), np.frombuffer(self._freqs, dtype=np.int32)
+        parts = (terms, docs[order], freqs[order])
         df = np.bincount(terms, minlength=len(self.vocab))
         df[: self._df.size] += self._df
         self._df = df

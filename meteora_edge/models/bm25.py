@@ -1,8 +1,10 @@
-"""BM25 (Okapi) with scores computed at index time, stored as flat numpy arrays.
+"""BM25 (Okapi) over postings stored as flat numpy arrays.
 
-The index keeps, per term, the documents that contain it and the finished BM25 weight of
-the term in each (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``), so a
-query is a sum of a few array slices plus a top-k. Scores equal ``rank_bm25.BM25Okapi``'s
+The index keeps, per term, the documents that contain it and the term's frequency in each; a
+query computes the BM25 weight of each posting of its terms
+(``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``, float64 rounded to float32,
+those of recently queried terms kept) and sums a few array slices plus a top-k, so an index of
+any size costs no memory per posting beyond its mapped files. Scores equal ``rank_bm25.BM25Okapi``'s
 for the same tokens (including its epsilon floor for negative idf); the test suite checks
 that parity. Everything persists as ``.npy`` files (memory-mapped on load) and a JSON
 vocabulary; nothing is pickled.
