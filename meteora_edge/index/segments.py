@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import LocalIndexError
 from ..models.analyzer import Analyzer
-from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, okapi_idf
+from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, document_norms, okapi_idf
 from .manifest import DELTA_FILES, parse_strict_json
 from .snapshot import read_npy
 from ..models.vectors import top_k_indices
@@ -57,10 +57,10 @@ class CombinedBM25:
         self.deleted = np.asarray(deleted, dtype=np.int64)
         extra = [term for term in delta.vocab if term not in base.vocab]
         self.vocab = {**base.vocab, **{term: len(base.vocab) + i for i, term in enumerate(extra)}}
-        self._statistics: tuple[tuple[np.ndarray, float], tuple[np.ndarray, float]] | None = None  # on first query
+        self._statistics: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None  # on first query
 
-    def statistics(self) -> tuple[tuple[np.ndarray, float], tuple[np.ndarray, float]]:
-        """For each segment, the idf of its terms and the mean document length, under the shared
+    def statistics(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """For each segment, the idf of its terms and the norm of its documents, under the shared
         statistics (what :meth:`BM25Index.term_weights` and :meth:`BM25Index.scores_for` take)."""
         if self._statistics is None:
             base, delta = self.base, self.delta
@@ -72,7 +72,9 @@ class CombinedBM25:
             np.add.at(df, to_global, np.diff(delta.term_ptr))
             idf = okapi_idf(self.n_docs, df, base.epsilon)
             avgdl = (float(base.doc_len.sum()) + float(delta.doc_len.sum())) / self.n_docs
-            self._statistics = ((idf[: len(base.vocab)], avgdl), (idf[to_global], avgdl))
+            self._statistics = tuple(
+                (part_idf, document_norms(part.doc_len, avgdl, k1=part.k1, b=part.b))
+                for part, part_idf in ((base, idf[: len(base.vocab)]), (delta, idf[to_global])))
         return self._statistics
 
     @property
@@ -81,12 +83,12 @@ class CombinedBM25:
 
     def _scores(self, tokens: Sequence[str]) -> np.ndarray:
         out = np.zeros(self.n_docs, dtype=np.float64)
-        for part, (idf, avgdl), shift in zip((self.base, self.delta), self.statistics(), (0, self.base.n_docs)):
+        for part, statistics, shift in zip((self.base, self.delta), self.statistics(), (0, self.base.n_docs)):
             for term in tokens:
                 term_id = part.vocab.get(term)
                 if term_id is not None:
                     lo, hi = part.term_ptr[term_id], part.term_ptr[term_id + 1]
-                    out[part.doc_ids[lo:hi] + shift] += part.term_weights(term_id, idf[term_id], avgdl)
+                    out[part.doc_ids[lo:hi] + shift] += part.term_weights(term_id, statistics)
         out[self.deleted] = 0.0
         return out
 

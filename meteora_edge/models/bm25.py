@@ -30,7 +30,7 @@ from ..errors import ConfigError, LocalIndexError
 from .analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer
 from .vectors import top_k_indices
 
-__all__ = ["BM25Index", "bm25_tokens", "okapi_idf", "posting_weights", "BM25_ARRAYS", "BM25_VOCAB"]
+__all__ = ["BM25Index", "bm25_tokens", "okapi_idf", "document_norms", "posting_weights", "BM25_ARRAYS", "BM25_VOCAB"]
 
 #: The stored arrays, in order: term_ptr (int64), doc_ids, tf, doc_len (int32).
 BM25_ARRAYS = (
@@ -43,7 +43,7 @@ BM25_ARRAYS = (
 BM25_VOCAB = "bm25_vocab.json"
 _PARAMS = ("k1", "b", "epsilon")
 _CHECK_BLOCK = 1 << 20  # postings checked at a time when an index is loaded
-_RECENT_POSTINGS = 1 << 22  # weights kept for recently queried terms: 16 MB of float32
+_RECENT_POSTINGS = 1 << 23  # weights kept for recently queried terms: 32 MB of float32
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -88,7 +88,7 @@ class BM25Index:
         self.doc_len = doc_len
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.analyzer = analyzer
-        self._statistics: tuple[np.ndarray, float] | None = None  # idf per term and mean length, on first query
+        self._statistics: tuple[np.ndarray, np.ndarray] | None = None  # idf per term, norm per document
         self._recent: dict[int, np.ndarray] = {}  # weights of recently queried terms, at most _RECENT_POSTINGS
 
     @property
@@ -148,28 +148,28 @@ class BM25Index:
             analyzer=self.analyzer,
         )
 
-    def statistics(self) -> tuple[np.ndarray, float]:
-        """The idf of every term (rank-bm25's, floored at epsilon times the mean) and the mean document length."""
+    def statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """The idf of every term (rank-bm25's, floored at epsilon times the mean) and the length
+        norm of every document (:func:`document_norms`), computed on the first query."""
         if self._statistics is None:
             n = self.n_docs
             avgdl = float(self.doc_len.sum() / n) if n else 1.0
-            self._statistics = (okapi_idf(n, np.diff(self.term_ptr).astype(np.float64), self.epsilon), avgdl)
+            idf = okapi_idf(n, np.diff(self.term_ptr).astype(np.float64), self.epsilon)
+            self._statistics = (idf, document_norms(self.doc_len, avgdl, k1=self.k1, b=self.b))
         return self._statistics
 
-    def term_weights(self, term_id: int, idf: float | None = None, avgdl: float | None = None) -> np.ndarray:
+    def term_weights(self, term_id: int, statistics: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The BM25 weight (float32) of each posting of ``term_id``, in posting order.
 
         Computed when asked, from the term's postings alone, so an index of any size costs no
-        memory per posting beyond its mapped files. ``idf`` and ``avgdl`` replace this index's
-        own statistics (an index combined with another scores with shared ones)."""
-        own = idf is None and avgdl is None
+        memory per posting beyond its mapped files. ``statistics`` replaces this index's own
+        (:meth:`statistics`; an index combined with another scores with shared ones)."""
+        own = statistics is None
         if own and term_id in self._recent:
             return self._recent[term_id]
-        own_idf, own_avgdl = self.statistics()
+        idf, norms = self.statistics() if statistics is None else statistics
         lo, hi = int(self.term_ptr[term_id]), int(self.term_ptr[term_id + 1])
-        weights = posting_weights(self.tf[lo:hi], self.doc_len[self.doc_ids[lo:hi]],
-                                  own_idf[term_id] if idf is None else idf, own_avgdl if avgdl is None else avgdl,
-                                  k1=self.k1, b=self.b)
+        weights = posting_weights(self.tf[lo:hi], norms[self.doc_ids[lo:hi]], idf[term_id], k1=self.k1)
         if own and hi - lo <= _RECENT_POSTINGS:  # frequent terms recur across queries: keep recent ones
             recent = self._recent
             if sum(w.size for w in list(recent.values())) + hi - lo > _RECENT_POSTINGS:
@@ -190,13 +190,13 @@ class BM25Index:
         return out
 
     def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int],
-                   statistics: tuple[np.ndarray, float] | None = None) -> np.ndarray:
+                   statistics: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
         summed in the same order, without touching the other documents (postings are sorted by
         document within a term, so each term is a binary search). ``statistics``: the idf of each
-        of this index's terms and the mean document length, in place of its own (an index combined
-        with another scores with shared statistics)."""
-        idf, avgdl = self.statistics() if statistics is None else statistics
+        of this index's terms and the norm of each of its documents, in place of its own (an index
+        combined with another scores with shared statistics)."""
+        idf, norms = self.statistics() if statistics is None else statistics
         wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
         for term in query_tokens:
@@ -209,8 +209,7 @@ class BM25Index:
             found = at < postings.shape[0]
             found[found] = postings[at[found]] == wanted[found]
             hits = at[found]
-            out[found] += posting_weights(self.tf[lo:hi][hits], self.doc_len[postings[hits]], idf[term_id], avgdl,
-                                          k1=self.k1, b=self.b)
+            out[found] += posting_weights(self.tf[lo:hi][hits], norms[postings[hits]], idf[term_id], k1=self.k1)
         return out
 
     def text_scores(self, text: str) -> np.ndarray:
@@ -328,13 +327,25 @@ def okapi_idf(n: int, df: np.ndarray, epsilon: float) -> np.ndarray:
     return idf
 
 
-def posting_weights(tf: np.ndarray, doc_len: np.ndarray, idf: float, avgdl: float, *, k1: float, b: float
-                    ) -> np.ndarray:
-    """``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * doc_len / avgdl))`` per posting, computed in
-    float64 and returned as float32 (each element as the whole-index computation gives it)."""
+def document_norms(doc_len: np.ndarray, avgdl: float, *, k1: float, b: float) -> np.ndarray:
+    """``k1 * (1 - b + b * doc_len / avgdl)`` per document (float64): the length part of BM25's
+    denominator, the same for every posting of a document. A mean length of 0 means no document
+    has a term, so no posting needs a norm: zeros."""
+    if avgdl == 0:
+        return np.zeros(np.shape(doc_len), dtype=np.float64)
+    return k1 * (1 - b + b * np.asarray(doc_len) / avgdl)
+
+
+def posting_weights(tf: np.ndarray, norm: np.ndarray, idf: float, *, k1: float) -> np.ndarray:
+    """``idf * tf * (k1 + 1) / (tf + norm)`` per posting (``norm``: :func:`document_norms` of each
+    posting's document), computed in float64 and returned as float32; each element equals what
+    the whole-index computation gives it."""
     tf = np.asarray(tf).astype(np.float64)
-    norm = k1 * (1 - b + b * np.asarray(doc_len) / avgdl)
-    return (idf * tf * (k1 + 1) / (tf + norm)).astype(np.float32)
+    denominator = tf + norm
+    out = idf * tf
+    out *= k1 + 1
+    out /= denominator
+    return out.astype(np.float32)
 
 
 def _postings_problem(term_ptr: np.ndarray, doc_ids: np.ndarray, tf: np.ndarray, n_docs: int) -> str | None:
