@@ -52,11 +52,9 @@ class TableSpool:
         self._offsets, self._sizes = array("q"), array("q")
         self._spilled = 0
         self._open: _Source | None = None
-        self._sorted: list[int] | None = None  # row numbers by key, once every document is in
 
     def add(self, document: SourceDocument, first: int, end: int) -> None:
         """The next document, which made chunks ``first`` to ``end`` (exclusive)."""
-        self._sorted = None
         key = source_key(document)
         if self._open is None or self._open.key != key:
             self._finish()
@@ -86,10 +84,8 @@ class TableSpool:
         self._spilled += len(row)
 
     def _order(self) -> list[int]:
-        if self._sorted is None:
-            self._finish()
-            self._sorted = sorted(range(len(self._keys)), key=self._keys.__getitem__)
-        return self._sorted
+        self._finish()
+        return sorted(range(len(self._keys)), key=self._keys.__getitem__)
 
     def grouped(self) -> bool:
         """Whether every source's documents came together (else the rows here are not the table)."""
