@@ -70,7 +70,7 @@ class _Group(click.Group):
 @click.option("--verbose", "-v", is_flag=True, help="Log progress, and show llama.cpp's own log lines on stderr.")
 def main(verbose: bool) -> None:
     """Offline evidence selection for RAG: pick the few passages worth sending to an answer model."""
-    from meteora_edge.models.llm_model import set_llama_verbose
+    from meteora_edge.models.llm_backend import set_llama_verbose  # not llm_model: it imports numpy
 
     set_llama_verbose(verbose)
     if verbose:

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+from repo_paths import EXAMPLES
 
 RUNTIMES = ("onnxruntime", "llama_cpp", "tokenizers", "faiss", "pymilvus", "torch")
 
@@ -24,7 +25,7 @@ def imported_after(args: list[str]) -> tuple[set[str], str]:
     )
     proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
     assert proc.returncode == 0, proc.stderr[-2000:]
-    return set(proc.stderr.split()), proc.stdout
+    return set(proc.stderr.strip().splitlines()[-1].split()), proc.stdout  # the last line: notes come before it
 
 
 @pytest.mark.parametrize("args", [["--version"], ["--help"], ["select", "--help"], ["index", "search", "--help"],
@@ -52,3 +53,26 @@ def test_select_help_loads_select_and_not_the_other_commands():
     others = {"meteora_edge.cli.eval_command", "meteora_edge.cli.export_commands", "meteora_edge.cli.dpo_commands",
               "meteora_edge.cli.doctor_command", "meteora_edge.cli.serve_command", "meteora_edge.cli.model_commands"}
     assert sorted(others & modules) == []
+
+
+# modules a path needs only with a bundle (ONNX encoders, their cache) or an LLM (the GGUF model)
+MODEL_CODE = ("meteora_edge.models.onnx_encoder", "meteora_edge.models.onnx_cross_encoder",
+              "meteora_edge.models.onnx_session", "meteora_edge.models.embedding_cache",
+              "meteora_edge.models.llm_model", "sqlite3")
+
+
+@pytest.mark.parametrize("args", [["--help"], ["select", "--help"], ["index", "build", "--help"]])
+def test_help_imports_no_model_code(args):
+    modules, _ = imported_after(args)
+    assert sorted(m for m in modules if m in MODEL_CODE) == []
+
+
+def test_a_select_with_the_hashing_encoder_imports_no_model_code_and_no_resource_readers():
+    """No bundle: the hashing encoder, so neither the ONNX encoder modules nor the LLM's are imported,
+    and the stop words are read without importlib.resources' readers (zipfile and friends)."""
+    clauses = str(EXAMPLES / "contract_clauses.json")
+    modules, out = imported_after(["select", "--chunks", clauses, "--query", "Who may terminate?"])
+    assert "terminat" in out.lower()  # it did select
+    loaded = sorted(m for m in modules if m in MODEL_CODE or m.split(".")[0] in RUNTIMES)
+    assert loaded == []
+    assert "importlib.resources.readers" not in modules

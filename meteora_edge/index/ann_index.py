@@ -22,14 +22,16 @@ reopened by path, and must hold exactly the index's vectors.
 from __future__ import annotations
 
 import math
+import os
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, BinaryIO
 
 import numpy as np
 
 from ..errors import ConfigError, LocalIndexError, MissingExtraError
+from .vector_spool import VectorSpool
 
-__all__ = ["ANN_KINDS", "EXACT_BELOW", "AnnConfig", "AnnIndex", "ann_entry", "build_ann", "require_faiss"]
+__all__ = ["ANN_KINDS", "EXACT_BELOW", "AnnConfig", "AnnIndex", "ann_entry", "build_ann", "write_ann", "require_faiss"]
 
 ANN_KINDS = ("ivf", "hnsw")
 #: Below this many chunks :meth:`LocalIndex.search` stays exact even when the index has an ANN
@@ -92,7 +94,7 @@ def ann_entry(config: AnnConfig, count: int) -> dict[str, Any]:
     return {"kind": "ivf", "factory": f"IVF{lists},SQ8", "probe": probe}
 
 
-def build_ann(vectors: np.ndarray, entry: dict[str, Any]) -> bytes:
+def build_ann(vectors: np.ndarray | VectorSpool, entry: dict[str, Any]) -> bytes:
     """Train and fill the structure ``entry`` describes over ``vectors`` (float32, L2-normalised).
 
     Returns:
@@ -101,6 +103,24 @@ def build_ann(vectors: np.ndarray, entry: dict[str, Any]) -> bytes:
     Raises:
         MissingExtraError: faiss-cpu is not installed.
     """
+    return bytes(_faiss().serialize_index(_structure(vectors, entry)))
+
+
+def write_ann(vectors: np.ndarray | VectorSpool, entry: dict[str, Any], out: Any) -> None:
+    """:func:`build_ann`, its serialisation streamed to ``out`` (anything with ``.write``) instead of
+    returned, so it is never held twice (a quarter of the vectors' size for SQ8)."""
+    faiss = _faiss()
+    structure = _structure(vectors, entry)
+
+    def write(data: bytes) -> int:
+        out.write(data)
+        return len(data)
+
+    faiss.write_index(structure, faiss.PyCallbackIOWriter(write))
+
+
+def _structure(vectors: np.ndarray | VectorSpool, entry: dict[str, Any]) -> Any:
+    """The trained and filled faiss structure (vectors read a block at a time from a spool)."""
     faiss = _faiss()
     index = faiss.index_factory(int(vectors.shape[1]), entry["factory"], faiss.METRIC_INNER_PRODUCT)
     if entry["kind"] == "hnsw":
@@ -111,11 +131,12 @@ def build_ann(vectors: np.ndarray, entry: dict[str, Any]) -> bytes:
     rng = np.random.default_rng(_SEED)
     sample = np.sort(rng.choice(len(vectors), size=min(sample_size, len(vectors)), replace=False))
     index.train(vectors[sample])  # faiss copies its input to contiguous float32 itself
+    del sample
     _add(index, vectors)
-    return bytes(faiss.serialize_index(index))
+    return index
 
 
-def _add(index: Any, vectors: np.ndarray) -> None:
+def _add(index: Any, vectors: np.ndarray | VectorSpool) -> None:
     for lo in range(0, len(vectors), _ADD_BLOCK):
         index.add(vectors[lo : lo + _ADD_BLOCK])  # faiss copies each block to contiguous float32 itself
 
@@ -124,7 +145,10 @@ class AnnIndex:
     """A loaded ANN structure; proposes candidate ids for a query.
 
     Args:
-        data: the bytes of ``ann.faiss``.
+        data: the bytes of ``ann.faiss``, or the file open for reading. From an open file on Linux
+            the bulk of the structure (IVF lists, HNSW codes) is memory-mapped from that very file
+            (through ``/proc/self/fd``), so a select over a million chunks reads only the lists it
+            probes instead of holding them all (a quarter of the vectors' size).
         entry: the manifest's ``ann`` entry.
         count / dimension: what the structure must hold.
         where: names the file in error messages.
@@ -134,11 +158,19 @@ class AnnIndex:
         LocalIndexError: the bytes are not a faiss structure of that kind, size and dimension.
     """
 
-    def __init__(self, data: bytes, entry: dict[str, Any], *, count: int, dimension: int, where: str) -> None:
+    def __init__(self, data: bytes | BinaryIO, entry: dict[str, Any], *, count: int, dimension: int,
+                 where: str) -> None:
         faiss = _faiss()
         self.entry = entry
+        mapped = None if isinstance(data, (bytes, bytearray)) else f"/proc/self/fd/{data.fileno()}"
+        if mapped is not None and not os.path.exists(mapped):
+            data, mapped = data.read(), None  # type: ignore[union-attr]
         try:
-            index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))
+            if mapped is not None:
+                flag = faiss.IO_FLAG_MMAP if entry["kind"] == "ivf" else faiss.IO_FLAG_MMAP_IFC
+                index = faiss.read_index(mapped, flag)
+            else:
+                index = faiss.deserialize_index(np.frombuffer(data, dtype=np.uint8))  # type: ignore[arg-type]
         except (RuntimeError, ValueError) as exc:
             reason = str(exc).strip().splitlines()[-1][:120] if str(exc).strip() else type(exc).__name__
             raise LocalIndexError(f"{where} is not a readable faiss structure ({reason}); rebuild the index") from None

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from typing import Any
 
 import numpy as np
@@ -20,9 +20,10 @@ from ..errors import InputError
 from ..models.encoders import EncoderLike, embed, normalize_rows
 from .chunking import iter_chunks
 from .corpus import SourceDocument
+from .record_spool import SpooledTexts
 from .vector_spool import VectorSpool
 
-__all__ = ["Progress", "record_line", "chunk_records", "chunk_documents", "embed_batches", "embed_into", "length_order",
+__all__ = ["Progress", "record_line", "chunk_records", "chunk_documents", "chunk_lines", "embed_batches", "embed_into", "length_order",
            "finite"]
 
 Progress = Callable[[int, int], None]
@@ -77,12 +78,23 @@ def chunk_documents(
 ) -> tuple[Sequence[str], list[bytes], list[int]]:
     """:func:`chunk_records`, plus how many chunks each document made (in order)."""
     lines: list[bytes] = []
-    counts: list[int] = []
-    for document in documents:
-        counts.append(-len(lines))
+    counts = [0] * len(documents)
+    for position, _, line in chunk_lines(documents, start_id, chunk_size, overlap):
+        lines.append(line)
+        counts[position] += 1
+    return _RecordTexts(lines), lines, counts
+
+
+def chunk_lines(
+    documents: Iterable[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+) -> Iterator[tuple[int, str, bytes]]:
+    """Chunk every document, one chunk at a time: (the document's position, the chunk's text,
+    its record line) with ids counted from ``start_id``."""
+    chunk_id = start_id
+    for position, document in enumerate(documents):
         for chunk in iter_chunks([document.text], chunk_size, overlap):
-            lines.append(record_line({
-                "id": start_id + len(lines),
+            yield position, chunk.text, record_line({
+                "id": chunk_id,
                 "text": chunk.text,
                 "source": document.source_id,
                 "position": chunk.index,
@@ -90,9 +102,8 @@ def chunk_documents(
                 "end": chunk.end_pos,
                 "metadata": document.metadata,
                 "file": document.file,
-            }))
-        counts[-1] += len(lines)
-    return _RecordTexts(lines), lines, counts
+            })
+            chunk_id += 1
 
 
 def length_order(texts: Sequence[str]) -> np.ndarray:
@@ -101,7 +112,10 @@ def length_order(texts: Sequence[str]) -> np.ndarray:
     Batches cut from this order hold texts of similar length, so padding them to their longest
     wastes little work (character length follows token length closely enough for that).
     """
-    lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
+    if isinstance(texts, SpooledTexts):  # a build's spooled records know their lengths without being read
+        lengths = texts.lengths()
+    else:
+        lengths = np.fromiter((len(t) for t in texts), dtype=np.int64, count=len(texts))
     return np.argsort(-lengths, kind="stable")
 
 

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import weakref
 from collections.abc import Sequence
 from pathlib import Path
@@ -33,9 +34,9 @@ import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
 from ..models.bm25 import BM25_VOCAB, BM25Index
-from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, build_ann
+from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, write_ann
 from .bundle_record import bundle_record
-from .chunk_records import Progress, chunk_documents, embed_into
+from .chunk_records import Progress, chunk_lines, embed_into
 from .content_hashes import source_counts
 from .corpus import SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
@@ -47,7 +48,10 @@ from .chunking import count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
-from .vector_spool import VectorSpool, spool_folder
+from .posting_spool import PostingSpool
+from .record_spool import RecordSpool
+from .table_spool import TableSpool
+from .vector_spool import VectorSpool, spool_file, spool_folder
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from ..errors import ConfigError, InputError, LocalIndexError
 from ..models.vectors import top_k_indices
@@ -97,10 +101,12 @@ class LocalIndex:
         if same_base:
             assert previous is not None
             self._base_vectors, self.offsets, self.analyzer = previous._base_vectors, previous.offsets, previous.analyzer
+            self._vector_rows = previous._vector_rows
             base_bm25 = previous.base_bm25
         else:
             self._base_vectors = read_npy(handles["vectors.npy"], dtype=np.dtype("<f4"), shape=(base, dim), mmap=True,
                                           where=str(where / "vectors.npy"))
+            self._vector_rows = _RowReader.of(handles["vectors.npy"], self._base_vectors)
             self.offsets = read_npy(handles["chunk_offsets.npy"], dtype=np.dtype("<i8"), shape=(base,), mmap=False,
                                     where=str(where / "chunk_offsets.npy"))
             check_offsets(self.offsets, self._chunk_bytes, chunks, where)
@@ -129,16 +135,16 @@ class LocalIndex:
         if segments["delta"] or segments["deleted"]:
             self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
         self._sources: dict[str, SourceEntry] | None = None
-        self._sources_raw = handles[SOURCES_FILE].read() if SOURCES_FILE in handles else None  # parsed when asked
+        # the source table is read when asked (sync, add, info), not at every load
+        self._sources_file = _reopened(handles[SOURCES_FILE], self) if SOURCES_FILE in handles else None
         self.ann: AnnIndex | None = None
         if same_base:
             assert previous is not None
             self.ann = previous.ann
         elif "ann" in manifest:
-            self.ann = AnnIndex(handles[ANN_FILE].read(), manifest["ann"], count=base, dimension=dim,
+            self.ann = AnnIndex(handles[ANN_FILE], manifest["ann"], count=base, dimension=dim,
                                 where=str(where / ANN_FILE))
-        self._chunks = os.fdopen(os.dup(chunks.fileno()), "rb")
-        weakref.finalize(self, self._chunks.close)
+        self._chunks = _reopened(chunks, self)
         if not same_base:
             self._check_chunking(where)
 
@@ -155,8 +161,9 @@ class LocalIndex:
 
         An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
         """
-        if self._sources is None and self._sources_raw is not None:
-            self._sources = decode_table(self._sources_raw, str(self.folder / SOURCES_FILE), count=self.id_count)
+        if self._sources is None and self._sources_file is not None:
+            raw = os.pread(self._sources_file.fileno(), self.manifest["files"][SOURCES_FILE]["size"], 0)
+            self._sources = decode_table(raw, str(self.folder / SOURCES_FILE), count=self.id_count)
         if self._sources is None:
             self._sources = table_from_records(
                 r for lo in range(0, self.id_count, 4096)
@@ -233,39 +240,49 @@ class LocalIndex:
             raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
-        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
-        if not lines:
-            raise InputError("the documents hold no text to index")
-        table = build_table(documents, counts)
-        record = bundle_record(bundle)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
-        # the vectors go to a temporary file as they are computed, so memory does not grow with the corpus
-        with VectorSpool(len(lines), spool_folder(target), where=target) as vectors:
-            embed_into(vectors, encoder, texts, batch_size, progress)
-            bm25 = BM25Index.from_texts(texts, analyzer=analyzer)
-            ann_bytes = None
-            if ann is not None:
-                entry = ann_entry(ann, len(lines))
-                ann_bytes = build_ann(vectors.array(), entry)
-            manifest = {
-                "format": INDEX_FORMAT,
-                "format_version": INDEX_FORMAT_VERSION,
-                "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
-                            **({"bundle": record} if record else {})},
-                "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
-                "analyzer": analyzer.record(),
-                "created": utc_now(),
-                "last_write": {"op": "build", "chunks": len(lines)},
-                "segments": {"base": len(lines), "delta": 0, "deleted": 0},
-                **({"ann": entry} if ann is not None else {}),
-            }
-            with writer_lock(target, create=True, timeout=wait):
-                if target_state(target) == "index" and not overwrite:  # another build got there first
-                    raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
-                with new_generation(target) as writer:
-                    _write(writer, manifest, vectors, lines, bm25, ann_bytes, table)
-                return cls.load(target, encoder=encoder, verify=False)
+        record = bundle_record(bundle)
+        folder = spool_folder(target)
+        # the records, BM25 postings and vectors go to temporary files as they are made, so memory
+        # does not grow with the corpus (beyond 16 bytes a chunk and the vocabulary)
+        with RecordSpool(folder, where=target) as records, PostingSpool(analyzer, folder, where=target) as bm25, \
+                TableSpool(folder, where=target) as sources:
+            counts = []
+            for document in documents:
+                first = len(records)
+                for _, text, line in chunk_lines([document], first, chunk_size, overlap):
+                    records.append(line, len(text))
+                    bm25.add_text(text)
+                counts.append(len(records) - first)
+                sources.add(document, first, len(records))
+            if not len(records):
+                raise InputError("the documents hold no text to index")
+            # documents come source by source (else the table is grouped in memory)
+            table = sources if sources.grouped() else build_table(documents, counts)
+            with VectorSpool(len(records), folder, where=target) as vectors, spool_file(folder, "ann") as ann_file:
+                embed_into(vectors, encoder, records.texts(), batch_size, progress)
+                entry = ann_entry(ann, len(records)) if ann is not None else None
+                if entry is not None:  # built before the lock is taken (it is the slow part), kept on disk
+                    write_ann(vectors, entry, ann_file)
+                manifest = {
+                    "format": INDEX_FORMAT,
+                    "format_version": INDEX_FORMAT_VERSION,
+                    "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
+                                **({"bundle": record} if record else {})},
+                    "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
+                    "analyzer": analyzer.record(),
+                    "created": utc_now(),
+                    "last_write": {"op": "build", "chunks": len(records)},
+                    "segments": {"base": len(records), "delta": 0, "deleted": 0},
+                    **({"ann": entry} if entry is not None else {}),
+                }
+                with writer_lock(target, create=True, timeout=wait):
+                    if target_state(target) == "index" and not overwrite:  # another build got there first
+                        raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
+                    with new_generation(target) as writer:
+                        _write(writer, manifest, vectors, records, bm25, ann_file if entry else None, table)
+                    return cls.load(target, encoder=encoder, verify=False)
 
     def add(
         self,
@@ -521,7 +538,8 @@ class LocalIndex:
             raise InputError(f"chunk id {int(wanted[~self._live[wanted]][0])} was removed from the index")
         out = np.empty((wanted.size, self.dimension), dtype=np.float32)
         in_base = wanted < self.base_count
-        out[in_base] = self._base_vectors[wanted[in_base]]
+        base_ids = wanted[in_base]
+        out[in_base] = self._vector_rows.rows(base_ids) if self._vector_rows else self._base_vectors[base_ids]
         out[~in_base] = self.delta.vectors[wanted[~in_base] - self.base_count]
         return out
 
@@ -531,7 +549,7 @@ class LocalIndex:
         ``sources`` counts the files indexed and ``documents`` the documents in them (both
         ``None`` over 200 000 chunks).
         """
-        if self._sources_raw is not None or len(self.deleted):  # the source table, when stored, counts without reading
+        if self._sources_file is not None or len(self.deleted):  # the source table, when stored, counts without reading
             files = len(self.sources) or None
             documents = sum(len(e.documents) for e in self.sources.values()) or None
         else:
@@ -556,33 +574,69 @@ class LocalIndex:
         }
 
 
+def _reopened(handle: BinaryIO, owner: object) -> BinaryIO:
+    """A duplicate of the snapshot's open ``handle`` (which is closed after loading), closed with ``owner``."""
+    duplicate = os.fdopen(os.dup(handle.fileno()), "rb")
+    weakref.finalize(owner, duplicate.close)
+    return duplicate
+
+
+class _RowReader:
+    """Reads a few rows of the base vectors with ``pread`` instead of through the memory map: a
+    fault in a mapping can map a whole large page-cache folio (megabytes), so a few hundred
+    scattered rows would make the resident size grow by hundreds of megabytes at a million chunks."""
+
+    _MOST = 4096  # beyond this many rows the mapping reads them (an exact scan reads everything anyway)
+
+    def __init__(self, handle: BinaryIO, offset: int, dimension: int, mapped: np.ndarray) -> None:
+        self._file, self._offset, self._width, self._mapped = handle, offset, dimension * 4, mapped
+        self._dimension = dimension
+
+    @classmethod
+    def of(cls, handle: BinaryIO, mapped: np.ndarray) -> _RowReader | None:
+        """A reader over the ``.npy`` file ``handle`` that ``mapped`` maps, or None when nothing is mapped."""
+        offset = getattr(mapped, "offset", None)
+        if offset is None or mapped.ndim != 2:
+            return None
+        reader = cls(os.fdopen(os.dup(handle.fileno()), "rb"), int(offset), int(mapped.shape[1]), mapped)
+        weakref.finalize(reader, reader._file.close)
+        return reader
+
+    def rows(self, ids: np.ndarray) -> np.ndarray:
+        """The rows ``ids`` (each within the array), float32."""
+        if ids.size > self._MOST:
+            return np.asarray(self._mapped[ids])
+        fd, width, offset = self._file.fileno(), self._width, self._offset
+        data = b"".join(os.pread(fd, width, offset + int(i) * width) for i in ids.tolist())
+        return np.frombuffer(data, dtype="<f4").reshape(ids.size, self._dimension)
+
+
 def _write(
     writer: GenerationWriter,
     manifest: dict[str, Any],
-    vectors: np.ndarray | VectorSpool,
-    lines: list[bytes],
-    bm25: BM25Index,
-    ann_bytes: bytes | None,
-    table: dict[str, SourceEntry],
+    vectors: VectorSpool,
+    records: RecordSpool,
+    bm25: PostingSpool,
+    ann: BinaryIO | None,
+    table: TableSpool | dict[str, SourceEntry],
 ) -> None:
-    """Write the generation of a build: one base segment (and the ANN structure) and its source table."""
+    """Write the generation of a build from its spools: one base segment (and the ANN structure,
+    serialised in the file ``ann``) and its source table."""
     from .sources import encode_table
 
-    if isinstance(vectors, VectorSpool):  # a build streams its vectors from the spool file
-        with writer.stream("vectors.npy") as out:
-            vectors.write_npy(out)
-    else:
-        writer.write_array("vectors.npy", vectors)
+    with writer.stream("vectors.npy") as out:
+        vectors.write_npy(out)
     with writer.stream("chunks.jsonl") as out:
-        offsets = []
-        for line in lines:
-            offsets.append(out.size)
-            out.write(line)
-    writer.write_array("chunk_offsets.npy", np.asarray(offsets, dtype=np.int64))
-    for name, array in bm25.arrays().items():
-        writer.write_array(name, array)
-    writer.write_bytes(BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
-    if ann_bytes is not None:
-        writer.write_bytes(ANN_FILE, ann_bytes)
-    writer.write_bytes(SOURCES_FILE, encode_table(table.values()))
+        records.write_to(out)
+    writer.write_array("chunk_offsets.npy", records.offsets())
+    bm25.write(writer)
+    if ann is not None:
+        ann.seek(0)
+        with writer.stream(ANN_FILE) as out:
+            shutil.copyfileobj(ann, out)  # type: ignore[misc]
+    with writer.stream(SOURCES_FILE) as out:
+        if isinstance(table, TableSpool):
+            table.write_to(out)
+        else:
+            out.write(encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})

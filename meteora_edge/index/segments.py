@@ -26,7 +26,7 @@ import numpy as np
 
 from ..errors import LocalIndexError
 from ..models.analyzer import Analyzer
-from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
+from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index, document_norms, okapi_idf
 from .manifest import DELTA_FILES, parse_strict_json
 from .snapshot import read_npy
 from ..models.vectors import top_k_indices
@@ -44,21 +44,6 @@ def needs_compaction(base: int, delta: int, deleted: int) -> bool:
     return delta + deleted > max(COMPACT_MIN_CHUNKS, COMPACT_FRACTION * base)
 
 
-def _idf(n: int, df: np.ndarray, epsilon: float) -> np.ndarray:
-    """Okapi idf as :class:`BM25Index` computes it (negative values floored at epsilon times the mean)."""
-    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-    if idf.size:
-        idf[idf < 0] = epsilon * idf.sum() / idf.size
-    return idf
-
-
-def _weights(part: BM25Index, idf: np.ndarray, avgdl: float) -> np.ndarray:
-    """The per-posting weights of ``part`` under shared statistics (``idf`` indexed by ``part``'s term ids)."""
-    tf = part.tf.astype(np.float64)
-    norm = part.k1 * (1 - part.b + part.b * part.doc_len[part.doc_ids] / avgdl)
-    return (np.repeat(idf, np.diff(part.term_ptr)) * tf * (part.k1 + 1) / (tf + norm)).astype(np.float32)
-
-
 class CombinedBM25:
     """BM25 over a base and a delta segment (delta documents numbered after the base), removed ids excluded.
 
@@ -72,11 +57,12 @@ class CombinedBM25:
         self.deleted = np.asarray(deleted, dtype=np.int64)
         extra = [term for term in delta.vocab if term not in base.vocab]
         self.vocab = {**base.vocab, **{term: len(base.vocab) + i for i, term in enumerate(extra)}}
-        self._weights: tuple[np.ndarray, np.ndarray] | None = None  # computed by the first query
+        self._statistics: tuple[tuple[np.ndarray, np.ndarray], ...] | None = None  # on first query
 
-    def weights(self) -> tuple[np.ndarray, np.ndarray]:
-        """Each segment's per-posting weights under the shared statistics (the segments' own stay untouched)."""
-        if self._weights is None:
+    def statistics(self) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+        """For each segment, the idf of its terms and the norm of its documents, under the shared
+        statistics (what :meth:`BM25Index.term_weights` and :meth:`BM25Index.scores_for` take)."""
+        if self._statistics is None:
             base, delta = self.base, self.delta
             to_global = np.empty(len(delta.vocab), dtype=np.int64)
             for term, i in delta.vocab.items():
@@ -84,10 +70,12 @@ class CombinedBM25:
             df = np.zeros(len(self.vocab), dtype=np.float64)
             df[: len(base.vocab)] = np.diff(base.term_ptr)
             np.add.at(df, to_global, np.diff(delta.term_ptr))
-            idf = _idf(self.n_docs, df, base.epsilon)
+            idf = okapi_idf(self.n_docs, df, base.epsilon)
             avgdl = (float(base.doc_len.sum()) + float(delta.doc_len.sum())) / self.n_docs
-            self._weights = (_weights(base, idf[: len(base.vocab)], avgdl), _weights(delta, idf[to_global], avgdl))
-        return self._weights
+            self._statistics = tuple(
+                (part_idf, document_norms(part.doc_len, avgdl, k1=part.k1, b=part.b))
+                for part, part_idf in ((base, idf[: len(base.vocab)]), (delta, idf[to_global])))
+        return self._statistics
 
     @property
     def n_docs(self) -> int:
@@ -95,12 +83,12 @@ class CombinedBM25:
 
     def _scores(self, tokens: Sequence[str]) -> np.ndarray:
         out = np.zeros(self.n_docs, dtype=np.float64)
-        for part, weights, shift in zip((self.base, self.delta), self.weights(), (0, self.base.n_docs)):
+        for part, statistics, shift in zip((self.base, self.delta), self.statistics(), (0, self.base.n_docs)):
             for term in tokens:
                 term_id = part.vocab.get(term)
                 if term_id is not None:
                     lo, hi = part.term_ptr[term_id], part.term_ptr[term_id + 1]
-                    out[part.doc_ids[lo:hi] + shift] += weights[lo:hi]
+                    out[part.doc_ids[lo:hi] + shift] += part.term_weights(term_id, statistics)
         out[self.deleted] = 0.0
         return out
 
@@ -118,10 +106,10 @@ class CombinedBM25:
         tokens = self.analyzer.tokens(text)
         wanted = np.asarray(ids, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
-        for part, weights, shift in zip((self.base, self.delta), self.weights(), (0, self.base.n_docs)):
+        for part, statistics, shift in zip((self.base, self.delta), self.statistics(), (0, self.base.n_docs)):
             mine = (wanted >= shift) & (wanted < shift + part.n_docs)
             local = wanted[mine] - shift
-            scores = part.scores_for(tokens, local, weights)
+            scores = part.scores_for(tokens, local, statistics)
             out[mine] = scores
         return out
 

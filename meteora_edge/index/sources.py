@@ -14,6 +14,7 @@ get one built from their chunk records on their first write (see :func:`table_fr
 from __future__ import annotations
 
 import hashlib
+import io
 import json
 import os
 from collections.abc import Iterable, Sequence
@@ -26,8 +27,8 @@ from ..fileio import STDIN_LABEL
 from .corpus import SourceDocument
 from .manifest import parse_strict_json
 
-__all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "group_by_source", "file_state",
-           "encode_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
+__all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "hash_document", "group_by_source", "file_state",
+           "encode_table", "encode_row", "write_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
 
 _TABLE_FORMAT = "meteora-edge-sources"
 
@@ -85,10 +86,15 @@ def content_hash(documents: Sequence[SourceDocument]) -> str:
     """The sha256 of everything read from one source: each document's id, text and metadata."""
     digest = hashlib.sha256()
     for document in documents:
-        item = [document.source_id, document.text, document.metadata]
-        digest.update(json.dumps(item, ensure_ascii=False, sort_keys=True, default=str).encode(errors="surrogatepass"))
-        digest.update(b"\n")
+        hash_document(digest, document)
     return digest.hexdigest()
+
+
+def hash_document(digest: Any, document: SourceDocument) -> None:
+    """Feed one document to a :func:`content_hash` digest."""
+    item = [document.source_id, document.text, document.metadata]
+    digest.update(json.dumps(item, ensure_ascii=False, sort_keys=True, default=str).encode(errors="surrogatepass"))
+    digest.update(b"\n")
 
 
 def group_by_source(documents: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
@@ -116,8 +122,22 @@ def _json(value: Any) -> bytes:
 
 def encode_table(entries: Iterable[SourceEntry]) -> bytes:
     """``sources.json``: the entries sorted by key (the bytes of one ``json.dumps`` of the whole table)."""
-    rows = b",".join(entry.row for entry in sorted(entries, key=lambda e: e.key))
-    return b'{"format":' + _json(_TABLE_FORMAT) + b',"sources":[' + rows + b"]}\n"
+    out = io.BytesIO()
+    write_table((entry.row for entry in sorted(entries, key=lambda e: e.key)), out)
+    return out.getvalue()
+
+
+def encode_row(entry: SourceEntry) -> bytes:
+    """One entry of ``sources.json``, as :func:`write_table` takes it (encoded once per entry)."""
+    return entry.row
+
+
+def write_table(rows: Iterable[bytes], out: Any) -> None:
+    """Write ``sources.json`` to ``out`` (anything with ``.write``) from its encoded rows, sorted by key."""
+    out.write(b'{"format":' + _json(_TABLE_FORMAT) + b',"sources":[')
+    for i, row in enumerate(rows):
+        out.write(b"," + row if i else row)
+    out.write(b"]}\n")
 
 
 def _optional_int(value: Any) -> bool:

@@ -17,7 +17,7 @@ import numpy as np
 
 from ..errors import LocalIndexError
 
-__all__ = ["VectorSpool", "spool_folder"]
+__all__ = ["VectorSpool", "spool_file", "spool_folder"]
 
 _BLOCK_ROWS = 4096  # rows copied per read: 6 MB at 384 dimensions
 
@@ -28,6 +28,15 @@ def spool_folder(target: Path) -> Path:
     while not folder.is_dir():
         folder = folder.parent
     return folder
+
+
+def spool_file(folder: Path | None, kind: str) -> BinaryIO:
+    """An unnamed temporary file in ``folder`` (the disk the index goes to), else in the system's
+    temporary folder (a read-only index folder); gone when closed or when the process dies."""
+    try:
+        return tempfile.TemporaryFile(dir=folder, prefix=f".{kind}-")
+    except OSError:
+        return tempfile.TemporaryFile(prefix=f"meteora-edge-{kind}-")
 
 
 class VectorSpool:
@@ -47,11 +56,7 @@ class VectorSpool:
         self.count = count
         self.where = where
         self.dimension: int | None = None
-        self._file: BinaryIO
-        try:
-            self._file = tempfile.TemporaryFile(dir=folder, prefix=".vectors-")
-        except OSError:
-            self._file = tempfile.TemporaryFile(prefix="meteora-edge-vectors-")
+        self._file = spool_file(folder, "vectors")
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -77,6 +82,25 @@ class VectorSpool:
         width = (self.dimension or 0) * 4
         data = os.pread(self._file.fileno(), (hi - lo) * width, lo * width)
         return np.frombuffer(data, dtype="<f4").reshape(hi - lo, self.dimension or 0)
+
+    def __len__(self) -> int:
+        return self.count
+
+    def __getitem__(self, item: slice | np.ndarray) -> np.ndarray:
+        """Rows by a slice (step 1) or by ascending row numbers, read into memory (what the ANN build asks)."""
+        if isinstance(item, slice):
+            lo, hi, step = item.indices(self.count)
+            if step != 1:
+                raise IndexError("a spool reads contiguous rows only")
+            return self.rows(lo, max(lo, hi))
+        wanted = np.asarray(item, dtype=np.int64)
+        out = np.empty((wanted.size, self.dimension or 0), dtype="<f4")
+        starts = np.searchsorted(wanted, np.arange(0, self.count + _BLOCK_ROWS, _BLOCK_ROWS))
+        for block, (a, b) in enumerate(zip(starts[:-1], starts[1:])):
+            if a < b:
+                lo = block * _BLOCK_ROWS
+                out[a:b] = self.rows(lo, min(lo + _BLOCK_ROWS, self.count))[wanted[a:b] - lo]
+        return out
 
     def array(self) -> np.ndarray:
         """All rows in memory (for the ANN structure, which needs them at once)."""

@@ -24,11 +24,11 @@ Example:
 from __future__ import annotations
 
 import json
+import pkgutil
 import re
 import threading
 import unicodedata
 from dataclasses import asdict, dataclass
-from importlib import resources
 from typing import Any
 
 from ..errors import ConfigError, MeteoraError
@@ -43,8 +43,11 @@ _WORD = re.compile(r"\w+")
 
 
 def _load_stop_words() -> frozenset[str]:
-    raw = resources.files("meteora_edge").joinpath("data/stopwords_english.json").read_text(encoding="utf-8")
-    return frozenset(json.loads(raw)["words"])
+    # pkgutil reads package data through the package's loader, without importlib.resources' readers (start-up)
+    raw = pkgutil.get_data("meteora_edge", "data/stopwords_english.json")
+    if raw is None:  # a loader that cannot read data: a broken install, not a user error
+        raise RuntimeError("meteora_edge/data/stopwords_english.json cannot be read; reinstall meteora-edge")
+    return frozenset(json.loads(raw.decode("utf-8"))["words"])
 
 
 #: The English stop words of the ``english`` analyser (case-folded word runs).

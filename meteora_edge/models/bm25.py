@@ -1,8 +1,10 @@
-"""BM25 (Okapi) with scores computed at index time, stored as flat numpy arrays.
+"""BM25 (Okapi) over postings stored as flat numpy arrays.
 
-The index keeps, per term, the documents that contain it and the finished BM25 weight of
-the term in each (``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``), so a
-query is a sum of a few array slices plus a top-k. Scores equal ``rank_bm25.BM25Okapi``'s
+The index keeps, per term, the documents that contain it and the term's frequency in each; a
+query computes the BM25 weight of each posting of its terms
+(``idf * tf * (k1 + 1) / (tf + k1 * (1 - b + b * dl / avgdl))``, float64 rounded to float32,
+those of recently queried terms kept) and sums a few array slices plus a top-k, so an index of
+any size costs no memory per posting beyond its mapped files. Scores equal ``rank_bm25.BM25Okapi``'s
 for the same tokens (including its epsilon floor for negative idf); the test suite checks
 that parity. Everything persists as ``.npy`` files (memory-mapped on load) and a JSON
 vocabulary; nothing is pickled.
@@ -15,6 +17,7 @@ business. :meth:`BM25Index.from_texts` analyses documents and remembers the anal
 from __future__ import annotations
 
 import json
+import mmap
 from array import array
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -27,7 +30,7 @@ from ..errors import ConfigError, LocalIndexError
 from .analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer
 from .vectors import top_k_indices
 
-__all__ = ["BM25Index", "bm25_tokens", "BM25_ARRAYS", "BM25_VOCAB"]
+__all__ = ["BM25Index", "bm25_tokens", "okapi_idf", "document_norms", "posting_weights", "BM25_ARRAYS", "BM25_VOCAB"]
 
 #: The stored arrays, in order: term_ptr (int64), doc_ids, tf, doc_len (int32).
 BM25_ARRAYS = (
@@ -39,6 +42,8 @@ BM25_ARRAYS = (
 #: The vocabulary and parameters: ``{"params": {"k1", "b", "epsilon"}, "terms": [...]}``.
 BM25_VOCAB = "bm25_vocab.json"
 _PARAMS = ("k1", "b", "epsilon")
+_CHECK_BLOCK = 1 << 20  # postings checked at a time when an index is loaded
+_RECENT_POSTINGS = 1 << 23  # weights kept for recently queried terms: 32 MB of float32
 
 
 def bm25_tokens(text: str) -> list[str]:
@@ -83,7 +88,8 @@ class BM25Index:
         self.doc_len = doc_len
         self.k1, self.b, self.epsilon = k1, b, epsilon
         self.analyzer = analyzer
-        self.weights = self._weights()
+        self._statistics: tuple[np.ndarray, np.ndarray] | None = None  # idf per term, norm per document
+        self._recent: dict[int, np.ndarray] = {}  # weights of recently queried terms, at most _RECENT_POSTINGS
 
     @property
     def n_docs(self) -> int:
@@ -142,18 +148,35 @@ class BM25Index:
             analyzer=self.analyzer,
         )
 
-    def _weights(self) -> np.ndarray:
-        n = self.n_docs
-        if n == 0 or self.doc_ids.size == 0:
-            return np.zeros(self.doc_ids.shape[0], dtype=np.float32)
-        df = np.diff(self.term_ptr).astype(np.float64)
-        idf = np.log(n - df + 0.5) - np.log(df + 0.5)
-        idf[idf < 0] = self.epsilon * idf.sum() / idf.size
-        avgdl = self.doc_len.sum() / n
-        tf = self.tf.astype(np.float64)
-        norm = self.k1 * (1 - self.b + self.b * self.doc_len[self.doc_ids] / avgdl)
-        term_of_posting = np.repeat(idf, np.diff(self.term_ptr))
-        return (term_of_posting * tf * (self.k1 + 1) / (tf + norm)).astype(np.float32)
+    def statistics(self) -> tuple[np.ndarray, np.ndarray]:
+        """The idf of every term (rank-bm25's, floored at epsilon times the mean) and the length
+        norm of every document (:func:`document_norms`), computed on the first query."""
+        if self._statistics is None:
+            n = self.n_docs
+            avgdl = float(self.doc_len.sum() / n) if n else 1.0
+            idf = okapi_idf(n, np.diff(self.term_ptr).astype(np.float64), self.epsilon)
+            self._statistics = (idf, document_norms(self.doc_len, avgdl, k1=self.k1, b=self.b))
+        return self._statistics
+
+    def term_weights(self, term_id: int, statistics: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
+        """The BM25 weight (float32) of each posting of ``term_id``, in posting order.
+
+        Computed when asked, from the term's postings alone, so an index of any size costs no
+        memory per posting beyond its mapped files. ``statistics`` replaces this index's own
+        (:meth:`statistics`; an index combined with another scores with shared ones)."""
+        own = statistics is None
+        if own and term_id in self._recent:
+            return self._recent[term_id]
+        idf, norms = self.statistics() if statistics is None else statistics
+        lo, hi = int(self.term_ptr[term_id]), int(self.term_ptr[term_id + 1])
+        weights = posting_weights(self.tf[lo:hi], norms[self.doc_ids[lo:hi]], idf[term_id], k1=self.k1)
+        if own and hi - lo <= _RECENT_POSTINGS:  # frequent terms recur across queries: keep recent ones
+            recent = self._recent
+            if sum(w.size for w in list(recent.values())) + hi - lo > _RECENT_POSTINGS:
+                recent = self._recent = {}  # full: start again (a new dict, so concurrent queries never see it shrink)
+            weights.flags.writeable = False  # callers share it
+            recent[term_id] = weights
+        return weights
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the query tokens (repeats count again)."""
@@ -163,16 +186,17 @@ class BM25Index:
             if term_id is None:
                 continue
             lo, hi = self.term_ptr[term_id], self.term_ptr[term_id + 1]
-            out[self.doc_ids[lo:hi]] += self.weights[lo:hi]  # a term's postings name each document once
+            out[self.doc_ids[lo:hi]] += self.term_weights(term_id)  # a term's postings name each document once
         return out
 
     def scores_for(self, query_tokens: Sequence[str], docs: Sequence[int],
-                   weights: np.ndarray | None = None) -> np.ndarray:
+                   statistics: tuple[np.ndarray, np.ndarray] | None = None) -> np.ndarray:
         """The BM25 score of the query tokens for each of ``docs``: ``scores(query_tokens)[docs]``,
         summed in the same order, without touching the other documents (postings are sorted by
-        document within a term, so each term is a binary search). ``weights``: one per posting
-        in place of this index's own (an index combined with another scores with shared statistics)."""
-        weights = self.weights if weights is None else weights
+        document within a term, so each term is a binary search). ``statistics``: the idf of each
+        of this index's terms and the norm of each of its documents, in place of its own (an index
+        combined with another scores with shared statistics)."""
+        idf, norms = self.statistics() if statistics is None else statistics
         wanted = np.asarray(docs, dtype=np.int64).reshape(-1)
         out = np.zeros(wanted.shape[0], dtype=np.float64)
         for term in query_tokens:
@@ -184,7 +208,8 @@ class BM25Index:
             at = np.searchsorted(postings, wanted)
             found = at < postings.shape[0]
             found[found] = postings[at[found]] == wanted[found]
-            out[found] += weights[lo:hi][at[found]]
+            hits = at[found]
+            out[found] += posting_weights(self.tf[lo:hi][hits], norms[postings[hits]], idf[term_id], k1=self.k1)
         return out
 
     def text_scores(self, text: str) -> np.ndarray:
@@ -281,26 +306,76 @@ class BM25Index:
             or int(term_ptr[0]) != 0
             or int(term_ptr[-1]) != doc_ids.shape[0]
             or bool(np.any(np.diff(term_ptr) < 0))
-            or (doc_ids.size and (int(doc_ids.min()) < 0 or int(doc_ids.max()) >= n_docs))
-            or (tf.size and int(tf.min()) < 1)
             or (doc_len.size and int(doc_len.min()) < 0)
         ):
             raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
-        if not _postings_sorted(term_ptr, doc_ids):
+        problem = _postings_problem(term_ptr, doc_ids, tf, n_docs)
+        if problem == "range":
+            raise LocalIndexError(f"BM25 files in {where} are inconsistent with each other; rebuild the index")
+        if problem == "order":
             raise LocalIndexError(f"BM25 postings in {where} are not sorted by document within each term; "
                                   "rebuild the index")
         return cls({t: i for i, t in enumerate(terms)}, term_ptr, doc_ids, tf, doc_len, analyzer=analyzer, **params)
 
 
-def _postings_sorted(term_ptr: np.ndarray, doc_ids: np.ndarray) -> bool:
-    """Whether each term's postings name strictly increasing documents (what :meth:`BM25Index.scores_for` needs)."""
-    if doc_ids.size < 2:
-        return True
-    rising = np.diff(doc_ids) > 0
-    starts = np.asarray(term_ptr[1:-1], dtype=np.int64) - 1  # the step into the next term's postings may fall
-    starts = starts[(starts >= 0) & (starts < rising.size)]
-    rising[starts] = True
-    return bool(rising.all())
+def okapi_idf(n: int, df: np.ndarray, epsilon: float) -> np.ndarray:
+    """Okapi idf of terms found in ``df`` of ``n`` documents; negative values become ``epsilon``
+    times the mean idf (rank-bm25's floor)."""
+    idf = np.log(n - df + 0.5) - np.log(df + 0.5)
+    if idf.size:
+        idf[idf < 0] = epsilon * idf.sum() / idf.size
+    return idf
+
+
+def document_norms(doc_len: np.ndarray, avgdl: float, *, k1: float, b: float) -> np.ndarray:
+    """``k1 * (1 - b + b * doc_len / avgdl)`` per document (float64): the length part of BM25's
+    denominator, the same for every posting of a document. A mean length of 0 means no document
+    has a term, so no posting needs a norm: zeros."""
+    if avgdl == 0:
+        return np.zeros(np.shape(doc_len), dtype=np.float64)
+    return k1 * (1 - b + b * np.asarray(doc_len) / avgdl)
+
+
+def posting_weights(tf: np.ndarray, norm: np.ndarray, idf: float, *, k1: float) -> np.ndarray:
+    """``idf * tf * (k1 + 1) / (tf + norm)`` per posting (``norm``: :func:`document_norms` of each
+    posting's document), computed in float64 and returned as float32; each element equals what
+    the whole-index computation gives it."""
+    tf = np.asarray(tf).astype(np.float64)
+    denominator = tf + norm
+    out = idf * tf
+    out *= k1 + 1
+    out /= denominator
+    return out.astype(np.float32)
+
+
+def _postings_problem(term_ptr: np.ndarray, doc_ids: np.ndarray, tf: np.ndarray, n_docs: int) -> str | None:
+    """``"range"`` (a document outside the index or a frequency below 1), ``"order"`` (a term's
+    postings not naming strictly increasing documents, which :meth:`BM25Index.scores_for` needs)
+    or None. Reads the postings a block at a time; mapped pages are given back after each block,
+    so checking a file of any size costs a block of memory."""
+    total = int(doc_ids.shape[0])
+    starts = np.asarray(term_ptr[1:-1], dtype=np.int64)  # postings where a term begins: doc ids may fall there
+    for lo in range(0, total, _CHECK_BLOCK):
+        hi = min(lo + _CHECK_BLOCK, total)
+        docs = np.asarray(doc_ids[max(lo - 1, 0) : hi], dtype=np.int64)
+        if int(docs.min()) < 0 or int(docs.max()) >= n_docs or int(np.asarray(tf[lo:hi]).min()) < 1:
+            return "range"
+        rising = np.diff(docs) > 0  # rising[i]: the step into posting max(lo - 1, 0) + i + 1
+        first = max(lo - 1, 0) + 1
+        inside = starts[(starts >= first) & (starts < hi)]
+        rising[inside - first] = True
+        if not rising.all():
+            return "order"
+        _release(doc_ids, tf)
+    return None
+
+
+def _release(*arrays: np.ndarray) -> None:
+    """Give back the resident pages of memory-mapped arrays (they are read from the file again when needed)."""
+    for array in arrays:
+        mapping = getattr(array, "_mmap", None)
+        if mapping is not None and hasattr(mapping, "madvise") and hasattr(mmap, "MADV_DONTNEED"):
+            mapping.madvise(mmap.MADV_DONTNEED)
 
 
 def _check_vocab_document(document: Any, where: str) -> tuple[list[str], dict[str, float]]:

@@ -154,15 +154,19 @@ class SelectRuntime:
             RequestError: ``llm`` without a GGUF model in the bundle.
             BundleError, ModelError, MissingExtraError, ConfigError: a model cannot be loaded.
         """
-        from ..models.onnx_cross_encoder import load_cross_encoder
-        from ..models.onnx_encoder import load_encoder
-
         counter = tokenizer if isinstance(tokenizer, TokenCounter) else load_token_counter(tokenizer)
         loaded = load_bundle(bundle)
         if llm:
             check_llm_bundle(loaded, ("llm",))
-        encoder = load_encoder(loaded, threads=threads, precision=precision, cache=cache, index_encoder=index_encoder)
-        cross = load_cross_encoder(loaded, threads=threads) if cross_encoder else None
+        encoder: EncoderLike = HashingEncoder()  # no bundle, no model: the ONNX modules are not even imported
+        cross = None
+        if loaded is not None:
+            from ..models.onnx_cross_encoder import load_cross_encoder
+            from ..models.onnx_encoder import load_encoder
+
+            encoder = load_encoder(loaded, threads=threads, precision=precision, cache=cache,
+                                   index_encoder=index_encoder)
+            cross = load_cross_encoder(loaded, threads=threads) if cross_encoder else None
         model = None
         if llm:
             from ..models.llm_model import LocalLLM

@@ -139,3 +139,47 @@ def test_float64_or_strided_vectors_build_the_same_structure_as_contiguous_float
     strided = np.repeat(vectors.astype(np.float64), 2, axis=0)[::2]
     assert strided.dtype == np.float64 and not strided.flags.c_contiguous
     assert build_ann(strided, entry) == build_ann(vectors, entry)
+
+
+# -- loading from the open file: memory-mapped ------------------------------------------------------
+
+@pytest.mark.parametrize("kind", ["ivf", "hnsw"])
+def test_a_structure_read_from_its_open_file_proposes_what_the_bytes_propose(tmp_path, kind):
+    """From an open file the lists (IVF) or codes (HNSW) are mapped, not copied; the candidates are the
+    same, and stay readable once the file is closed and replaced (a writer switching generations)."""
+    vectors = _unit_vectors(300)
+    entry = ann_entry(AnnConfig(kind=kind, probe=4), 300)
+    data = build_ann(vectors, entry)
+    (tmp_path / "ann.faiss").write_bytes(data)
+    with open(tmp_path / "ann.faiss", "rb") as handle:
+        mapped = AnnIndex(handle, entry, count=300, dimension=8, where="ann.faiss")
+    (tmp_path / "ann.faiss").unlink()
+    loaded = AnnIndex(data, entry, count=300, dimension=8, where="ann.faiss")
+    for row in vectors[:20]:
+        assert mapped.candidates(row, 10).tolist() == loaded.candidates(row, 10).tolist()
+
+
+def test_a_truncated_open_file_is_refused_in_one_line(tmp_path, ivf_bytes):
+    data, entry = ivf_bytes
+    (tmp_path / "ann.faiss").write_bytes(data[:999])
+    with open(tmp_path / "ann.faiss", "rb") as handle, pytest.raises(LocalIndexError) as info:
+        AnnIndex(handle, entry, count=100, dimension=8, where="gen-3/ann.faiss")
+    message = str(info.value)
+    assert message.startswith("gen-3/ann.faiss is not a readable faiss structure (") and "\n" not in message
+    assert message.endswith("); rebuild the index")
+
+
+def test_a_written_structure_streams_the_bytes_build_ann_returns(tmp_path, monkeypatch):
+    """write_ann (what a build uses: vectors read from its spool a block at a time, the serialisation
+    streamed to the file) writes exactly what build_ann returns."""
+    monkeypatch.setattr("meteora_edge.index.vector_spool._BLOCK_ROWS", 7)  # the training sample spans blocks
+    from meteora_edge.index.ann_index import write_ann
+    from meteora_edge.index.vector_spool import VectorSpool
+
+    vectors = _unit_vectors(300)
+    entry = ann_entry(AnnConfig(), 300)
+    with VectorSpool(300, tmp_path) as spool:
+        spool.put(np.arange(300)[::-1], vectors[::-1])
+        with open(tmp_path / "ann.faiss", "wb") as out:
+            write_ann(spool, entry, out)
+    assert (tmp_path / "ann.faiss").read_bytes() == build_ann(vectors, entry)
