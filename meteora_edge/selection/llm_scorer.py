@@ -46,6 +46,8 @@ logger = logging.getLogger(__name__)
 _SYSTEM = "You check evidence for a question-answering system{domain}."
 _ASK = ("\n\nDoes this passage give a fact needed to answer the question, either directly or about a person, place "
         "or thing the answer depends on? Answer Yes or No.")
+_ASK_FIRST = ("Does the passage below give a fact needed to answer the question, either directly or about a person, "
+              "place or thing the answer depends on? Answer Yes or No.")
 _YES, _NO = "Yes", "No"
 
 
@@ -59,6 +61,9 @@ class LlamaRelevanceScorer:
         max_passage_chars: a longer passage is cut to this many characters before it is judged.
         batched: score a call's passages in shared llama.cpp batches (see the module doc);
             ``False`` (the default) makes one llama.cpp call per passage.
+        ask_first: ask the question about the passage *before* it, so that the ask joins the
+            question in the prefix every passage shares and each passage costs only its own
+            tokens (``False``: the ask follows the passage).
 
     Raises:
         ConfigError: an option out of range.
@@ -71,25 +76,31 @@ class LlamaRelevanceScorer:
         domain: str | None = None,
         max_passage_chars: int = 2000,
         batched: bool = False,
+        ask_first: bool = False,
     ) -> None:
         if not isinstance(max_passage_chars, int) or isinstance(max_passage_chars, bool) or max_passage_chars < 1:
             raise ConfigError(f"max_passage_chars must be a positive integer, got {max_passage_chars!r}")
-        if not isinstance(batched, bool):
-            raise ConfigError(f"batched must be True or False, got {batched!r}")
+        for name, flag in (("batched", batched), ("ask_first", ask_first)):
+            if not isinstance(flag, bool):
+                raise ConfigError(f"{name} must be True or False, got {flag!r}")
         self.model = as_local_llm(model, threads=1, context_size=DEFAULT_CONTEXT_SIZE, seed=0, chat_format=None)
         self.domain = domain
         self.max_passage_chars = max_passage_chars
         self.batched = batched
+        self.ask_first = ask_first
         self.last_seconds = 0.0
         self.last_evaluations = 0  # llama.cpp evaluations (batched) or calls (one per passage) of the last score
         self._answer_ids: tuple[int, int] | None = None
         self._evaluator: BranchEvaluator | None = None
 
     def messages(self, query: str, passage: str) -> list[ChatMessage]:
-        """The prompt for one passage: the question first (the shared prefix), the passage, the question asked."""
+        """The prompt for one passage: the question first (the shared prefix), the passage, the question asked
+        (with ``ask_first`` the ask comes before the passage, inside the shared prefix)."""
         domain = f" in {self.domain}" if self.domain else ""
-        return [ChatMessage("system", (_SYSTEM.format(domain=domain),)),
-                ChatMessage("user", (f"Question: {' '.join(query.split())}\n\nPassage: ", passage, _ASK))]
+        question = f"Question: {' '.join(query.split())}\n\n"
+        parts = ((f"{question}{_ASK_FIRST}\n\nPassage: ", passage) if self.ask_first
+                 else (f"{question}Passage: ", passage, _ASK))
+        return [ChatMessage("system", (_SYSTEM.format(domain=domain),)), ChatMessage("user", parts)]
 
     def _answers(self) -> tuple[int, int]:
         if self._answer_ids is None:

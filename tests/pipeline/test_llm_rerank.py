@@ -78,6 +78,25 @@ def test_scorer_gives_the_yes_no_margin_per_passage_with_the_question_first():
     assert all(call["max_tokens"] == 1 for call in fake.calls)
 
 
+def test_with_ask_first_the_ask_joins_the_shared_prefix_and_each_passage_costs_only_its_own_tokens():
+    fake, after_fake = FakeLlama(logits=_passage_logits), FakeLlama(logits=_passage_logits)
+    passages = ["Either party may terminate.", "Fees are monthly."]
+    first = LlamaRelevanceScorer(LocalLLM(fake), ask_first=True).score("Who may terminate?", passages)
+    after = LlamaRelevanceScorer(LocalLLM(after_fake)).score("Who may terminate?", passages)
+    assert first.round(6).tolist() == after.round(6).tolist() == [3.0, -3.0]  # the fake reads the passage alone
+    text = fake.prompt_text(0)
+    assert text.index("Who may terminate?") < text.index("Answer Yes or No.") < text.index("Either party")
+    assert text.endswith("Either party may terminate.<|im_end|>\n<|im_start|>assistant\n")
+    a, b = fake.calls[0]["prompt"], fake.calls[1]["prompt"]
+    shared = next(i for i, (x, y) in enumerate(zip(a, b)) if x != y)
+    own_first = len(a) - shared
+    a2, b2 = after_fake.calls[0]["prompt"], after_fake.calls[1]["prompt"]
+    own_after = len(a2) - next(i for i, (x, y) in enumerate(zip(a2, b2)) if x != y)
+    assert own_first < own_after  # the ask is no longer evaluated once per passage
+    with pytest.raises(ConfigError, match="ask_first must be True or False"):
+        LlamaRelevanceScorer(LocalLLM(FakeLlama()), ask_first="yes")
+
+
 def test_scorer_checks_its_inputs():
     scorer = LlamaRelevanceScorer(LocalLLM(FakeLlama(logits=_passage_logits)), max_passage_chars=12)
     with pytest.raises(InputError, match="non-empty query"):
