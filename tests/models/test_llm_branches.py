@@ -33,6 +33,9 @@ PASSAGES = [
     "This Agreement is governed by the laws of the State of New York, without regard to its conflict rules.",
 ]
 TOLERANCE = 0.25  # log-probability units: batched float rounding moves SmolLM2's margins by up to ~0.1 here
+# These tests are about batching, not the prompt: they keep the layout (ask after the passage) under
+# which SmolLM2's margins over PASSAGES are well apart, so that the ranking can be compared.
+AFTER = {"ask_first": False}
 
 
 @pytest.fixture(scope="module")
@@ -42,19 +45,21 @@ def llm() -> LocalLLM:
 
 @pytest.fixture(scope="module")
 def sequential(llm) -> np.ndarray:
-    return LlamaRelevanceScorer(llm).score(QUESTION, PASSAGES)
+    return LlamaRelevanceScorer(llm, **AFTER).score(QUESTION, PASSAGES)
 
 
-def test_one_sequence_at_a_time_reproduces_one_call_per_passage(llm, sequential):
+@pytest.mark.parametrize("layout", [AFTER, {}], ids=["ask-after", "ask-first (default)"])
+def test_one_sequence_at_a_time_reproduces_one_call_per_passage(llm, layout):
     """Same evaluations as the old path (prefix once, then each passage alone): the same numbers."""
-    scorer = LlamaRelevanceScorer(llm, batched=True)
+    sequential = LlamaRelevanceScorer(llm, **layout).score(QUESTION, PASSAGES)
+    scorer = LlamaRelevanceScorer(llm, batched=True, **layout)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=llm.context_size, sequences=1)
     assert np.allclose(scorer.score(QUESTION, PASSAGES), sequential, atol=1e-4)
     assert scorer.last_evaluations == 1 + len(PASSAGES)
 
 
 def test_batched_scores_stay_within_the_bound_and_keep_the_ranking(llm, sequential):
-    scorer = LlamaRelevanceScorer(llm, batched=True)
+    scorer = LlamaRelevanceScorer(llm, batched=True, **AFTER)
     batched = scorer.score(QUESTION, PASSAGES)
     assert scorer.last_evaluations == 2  # the shared prefix, then all five passages in one batch
     assert np.abs(batched - sequential).max() < TOLERANCE
@@ -75,7 +80,7 @@ def test_a_passage_never_sees_the_others_in_its_batch(llm):
 @pytest.mark.parametrize("sequences, batch_size", [(2, 512), (16, 16)])
 def test_rounds_and_split_batches_give_the_same_scores(llm, sequential, sequences, batch_size):
     """Fewer sequences than passages: rounds over one cached prefix; small batches: a passage spans evaluations."""
-    scorer = LlamaRelevanceScorer(llm, batched=True)
+    scorer = LlamaRelevanceScorer(llm, batched=True, **AFTER)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=llm.context_size, sequences=sequences,
                                         batch_size=batch_size)
     scores = scorer.score(QUESTION, PASSAGES)
@@ -84,9 +89,9 @@ def test_rounds_and_split_batches_give_the_same_scores(llm, sequential, sequence
 
 
 def test_a_cache_that_holds_only_some_passages_scores_them_in_rounds(llm, sequential):
-    prompts = [llm.chat_tokens(LlamaRelevanceScorer(llm).messages(QUESTION, p)) for p in PASSAGES]
+    prompts = [llm.chat_tokens(LlamaRelevanceScorer(llm, **AFTER).messages(QUESTION, p)) for p in PASSAGES]
     longest = max(len(p) for p in prompts)
-    scorer = LlamaRelevanceScorer(llm, batched=True)
+    scorer = LlamaRelevanceScorer(llm, batched=True, **AFTER)
     scorer._evaluator = BranchEvaluator(llm.llama, context_size=longest + 8)
     assert np.abs(scorer.score(QUESTION, PASSAGES) - sequential).max() < TOLERANCE
 

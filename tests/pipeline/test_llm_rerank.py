@@ -66,7 +66,7 @@ def test_next_token_logprobs_refuse_an_overflow_and_report_model_failures():
 
 def test_scorer_gives_the_yes_no_margin_per_passage_with_the_question_first():
     fake = FakeLlama(logits=_passage_logits)
-    scorer = LlamaRelevanceScorer(LocalLLM(fake), domain="contract law")
+    scorer = LlamaRelevanceScorer(LocalLLM(fake), domain="contract law", ask_first=False)
     scores = scorer.score("Who may terminate?", ["Either party may terminate.", "Fees are monthly.", "  "])
     assert scores.round(6).tolist() == [3.0, -3.0, -3.0]
     first, second = fake.calls[0]["prompt"], fake.calls[1]["prompt"]
@@ -81,8 +81,8 @@ def test_scorer_gives_the_yes_no_margin_per_passage_with_the_question_first():
 def test_with_ask_first_the_ask_joins_the_shared_prefix_and_each_passage_costs_only_its_own_tokens():
     fake, after_fake = FakeLlama(logits=_passage_logits), FakeLlama(logits=_passage_logits)
     passages = ["Either party may terminate.", "Fees are monthly."]
-    first = LlamaRelevanceScorer(LocalLLM(fake), ask_first=True).score("Who may terminate?", passages)
-    after = LlamaRelevanceScorer(LocalLLM(after_fake)).score("Who may terminate?", passages)
+    first = LlamaRelevanceScorer(LocalLLM(fake)).score("Who may terminate?", passages)  # the default
+    after = LlamaRelevanceScorer(LocalLLM(after_fake), ask_first=False).score("Who may terminate?", passages)
     assert first.round(6).tolist() == after.round(6).tolist() == [3.0, -3.0]  # the fake reads the passage alone
     text = fake.prompt_text(0)
     assert text.index("Who may terminate?") < text.index("Answer Yes or No.") < text.index("Either party")
