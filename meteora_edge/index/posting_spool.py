@@ -32,7 +32,7 @@ import numpy as np
 from ..errors import ConfigError, LocalIndexError
 from ..models.analyzer import Analyzer
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB, BM25Index
-from .vector_spool import spool_file
+from .vector_spool import Spool, spool_file
 
 __all__ = ["PostingSpool", "BLOCK_POSTINGS", "PASS_POSTINGS"]
 
@@ -56,7 +56,7 @@ class _Block:
         return int(self.starts[at]) if at < self.terms.size else self.size
 
 
-class PostingSpool:
+class PostingSpool(Spool):
     """Collects documents' BM25 postings in sorted blocks on disk; writes the index's BM25 files.
 
     Args:
@@ -170,12 +170,3 @@ class PostingSpool:
         document = {"params": {"k1": self._params.k1, "b": self._params.b, "epsilon": self._params.epsilon},
                     "terms": list(self.vocab)}
         writer.write_bytes(prefix + BM25_VOCAB, json.dumps(document, ensure_ascii=False).encode("utf-8"))
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> PostingSpool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

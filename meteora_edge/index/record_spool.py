@@ -20,14 +20,14 @@ from typing import Any
 import numpy as np
 
 from ..errors import LocalIndexError
-from .vector_spool import spool_file
+from .vector_spool import Spool, spool_file
 
 __all__ = ["RecordSpool", "SpooledTexts"]
 
 _COPY_BLOCK = 1 << 20
 
 
-class RecordSpool:
+class RecordSpool(Spool):
     """Record lines appended to a temporary file; 16 bytes a chunk stay in memory.
 
     Args:
@@ -83,15 +83,6 @@ class RecordSpool:
         fd = self._file.fileno()
         for lo in range(0, self.size, _COPY_BLOCK):
             out.write(os.pread(fd, min(_COPY_BLOCK, self.size - lo), lo))
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> RecordSpool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
 
 class SpooledTexts(Sequence[str]):

@@ -22,7 +22,7 @@ from typing import Any
 from ..errors import LocalIndexError
 from .corpus import SourceDocument
 from .sources import SourceEntry, encode_row, file_state, hash_document, source_key, text_hash, write_table
-from .vector_spool import spool_file
+from .vector_spool import Spool, spool_file
 
 __all__ = ["TableSpool"]
 
@@ -37,7 +37,7 @@ class _Source:
         self.ranges: list[tuple[str, int, int]] = []
 
 
-class TableSpool:
+class TableSpool(Spool):
     """Source-table rows on disk, finished source by source.
 
     Args:
@@ -97,12 +97,3 @@ class TableSpool:
         fd = self._file.fileno()
         rows = (os.pread(fd, self._sizes[i], self._offsets[i]) for i in self._order() if self._sizes[i])
         write_table(rows, out)
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> TableSpool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()

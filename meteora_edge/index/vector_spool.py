@@ -11,15 +11,30 @@ from __future__ import annotations
 import os
 import tempfile
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, Self
 
 import numpy as np
 
 from ..errors import LocalIndexError
 
-__all__ = ["VectorSpool", "spool_file", "spool_folder"]
+__all__ = ["Spool", "VectorSpool", "spool_file", "spool_folder"]
 
 _BLOCK_ROWS = 4096  # rows copied per read: 6 MB at 384 dimensions
+
+
+class Spool:
+    """What every spool of a build shares: its unnamed temporary file, closed by ``close`` or ``with``."""
+
+    _file: BinaryIO
+
+    def close(self) -> None:
+        self._file.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 def spool_folder(target: Path) -> Path:
@@ -39,7 +54,7 @@ def spool_file(folder: Path | None, kind: str) -> BinaryIO:
         return tempfile.TemporaryFile(prefix=f"meteora-edge-{kind}-")
 
 
-class VectorSpool:
+class VectorSpool(Spool):
     """``count`` float32 rows, written by row number into a temporary file.
 
     Args:
@@ -112,12 +127,3 @@ class VectorSpool:
         np.lib.format.write_array_header_1_0(out, header)
         for lo in range(0, self.count, _BLOCK_ROWS):
             out.write(self.rows(lo, min(lo + _BLOCK_ROWS, self.count)).tobytes())
-
-    def close(self) -> None:
-        self._file.close()
-
-    def __enter__(self) -> VectorSpool:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
