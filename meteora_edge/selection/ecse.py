@@ -196,12 +196,10 @@ class MeteoraSelector:
             raise ConfigError(f"lexical_weight must be >= 0, got {lexical_weight!r}")
         self.lexical_weight = float(lexical_weight)
         self.pooled_z = float(pooled_z)
-        if pooled_gap < 0:
-            raise ConfigError(f"pooled_gap must be >= 0, got {pooled_gap!r}")
-        self.pooled_gap = float(pooled_gap)
-        for name, value in (("top_band", top_band), ("pairing_band", pairing_band)):
+        for name, value in (("pooled_gap", pooled_gap), ("top_band", top_band), ("pairing_band", pairing_band)):
             if value is not None and value < 0:
                 raise ConfigError(f"{name} must be >= 0, got {value!r}")
+        self.pooled_gap = float(pooled_gap)
         self.robust_z = float(robust_z)
         self.top_band = float(top_band)
         self.pairing_band = None if pairing_band is None else float(pairing_band)
@@ -349,9 +347,9 @@ class MeteoraSelector:
             assert elbow is not None  # there is at least one chunk
             cut = [int(p) for p in order[: elbow + 1]]
         elif self.pooled_cut == "robust":
-            cut = [int(p) for p in robust_cut(pooled, z_threshold=self.robust_z, top_band=self.top_band)]
-            elbow = len(cut) - 1
             z = robust_z(pooled)
+            cut = [int(p) for p in robust_cut(z, z_threshold=self.robust_z, top_band=self.top_band)]
+            elbow = len(cut) - 1
             top = float(z.max())
             cut_details = {"rule": "robust", "robust_z": self.robust_z, "top_band": self.top_band,
                            "pairing_band": self.pairing_band, "best_z": round(top, 4),

@@ -199,23 +199,23 @@ def robust_z(scores: np.ndarray) -> np.ndarray:
     return (values - median) / spread
 
 
-def robust_cut(scores: np.ndarray, *, z_threshold: float, top_band: float) -> np.ndarray:
+def robust_cut(z: np.ndarray, *, z_threshold: float, top_band: float) -> np.ndarray:
     """Positions that stand out from the bulk or stand with the best, best first.
 
-    A chunk is kept when its :func:`robust_z` is at least ``z_threshold`` (an outlier of the
-    candidates, however many outliers there are) or lies within ``top_band`` robust standard
-    deviations of the best chunk's (it stands with the best, even when nothing stands out).
-    So one chunk comes back when one stands alone, and six when six stand out together; the
-    best chunk is always kept.
+    ``z`` are :func:`robust_z` scores. A chunk is kept when its robust z is at least
+    ``z_threshold`` (an outlier of the candidates, however many outliers there are) or lies
+    within ``top_band`` robust standard deviations of the best chunk's (it stands with the best,
+    even when nothing stands out). So one chunk comes back when one stands alone, and six when
+    six stand out together; the best chunk is always kept.
 
     Example:
         >>> bulk = [0.1, 0.3, 0.2, 0.4, 0.0, 0.25, 0.15, 0.35, 0.05, 0.3]
-        >>> robust_cut(np.array(bulk + [3.0]), z_threshold=4.0, top_band=0.5).tolist()
+        >>> robust_cut(robust_z(np.array(bulk + [3.0])), z_threshold=4.0, top_band=0.5).tolist()
         [10]
-        >>> robust_cut(np.array(bulk + [3.0, 2.9, 3.1]), z_threshold=4.0, top_band=0.5).tolist()
+        >>> robust_cut(robust_z(np.array(bulk + [3.0, 2.9, 3.1])), z_threshold=4.0, top_band=0.5).tolist()
         [12, 10, 11]
     """
-    z = robust_z(scores)
+    z = np.asarray(z, dtype=np.float64)
     if z.size == 0:
         return np.array([], dtype=np.int64)
     keep = np.flatnonzero((z >= z_threshold) | (z >= z.max() - top_band))

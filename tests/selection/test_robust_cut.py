@@ -20,7 +20,7 @@ def _profile(winners: int, n: int = 40, seed: int = 0) -> np.ndarray:
 def test_the_robust_cut_keeps_as_many_as_stand_out(winners):
     for seed in range(5):
         scores = _profile(winners, seed=seed)
-        kept = robust_cut(scores, z_threshold=4.0, top_band=0.5)
+        kept = robust_cut(robust_z(scores), z_threshold=4.0, top_band=0.5)
         assert sorted(kept.tolist()) == list(range(winners)), (seed, kept)
         assert [scores[i] for i in kept] == sorted(scores[kept], reverse=True)  # best first
 
@@ -33,7 +33,7 @@ def test_many_winners_do_not_lift_the_yardstick_as_they_lift_the_mean_and_spread
 
 def test_when_nothing_stands_out_the_best_and_its_close_neighbours_are_kept():
     scores = np.linspace(1.0, 0.0, 41)  # evenly spread: no outlier
-    kept = robust_cut(scores, z_threshold=4.0, top_band=0.5)
+    kept = robust_cut(robust_z(scores), z_threshold=4.0, top_band=0.5)
     z = robust_z(scores)
     assert kept[0] == 0 and set(kept.tolist()) == set(np.flatnonzero(z >= z[0] - 0.5).tolist())
     assert 1 < len(kept) < 10
@@ -46,7 +46,7 @@ def test_when_nothing_stands_out_the_best_and_its_close_neighbours_are_kept():
     ([0.2, 0.2, 0.2, 0.2, 0.9], [4]),  # MAD 0: the standard deviation is the unit
 ])
 def test_small_and_degenerate_profiles(scores, expected):
-    assert robust_cut(np.array(scores), z_threshold=4.0, top_band=0.5).tolist() == expected
+    assert robust_cut(robust_z(np.array(scores)), z_threshold=4.0, top_band=0.5).tolist() == expected
     assert np.isfinite(robust_z(np.array(scores))).all()
 
 
