@@ -60,6 +60,7 @@ def export_encoder_command(source: str, out: str, quantize: str | None, max_leng
                            licence: str | None) -> None:
     """Add a sentence encoder to a bundle as ONNX: SOURCE is a model folder, package or hub id."""
     from meteora_edge.export.encoder import export_encoder
+    from meteora_edge.models.precision import MIN_COSINE
 
     component = export_encoder(source, out, quantize=quantize, max_length=max_length, opset=opset, licence=licence)
     settings = component.settings
@@ -69,8 +70,10 @@ def export_encoder_command(source: str, out: str, quantize: str | None, max_leng
     for precision in ("fp32", "int8", "int8-dot"):
         if precision in report:
             row = report[precision]
+            dropped = "" if precision in component.files else (
+                f"; not kept: below {MIN_COSINE[precision]} on this CPU, so the bundle runs fp32")
             click.echo(f"parity {precision} vs torch over {report['sentences']} sentences: "
-                       f"min cosine {row['min_cosine']:.6f}, mean {row['mean_cosine']:.6f}")
+                       f"min cosine {row['min_cosine']:.6f}, mean {row['mean_cosine']:.6f}{dropped}")
 
 
 @export.command("cross-encoder")

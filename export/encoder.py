@@ -28,6 +28,7 @@ from typing import Any
 
 from meteora_edge.models.analyzer import DEFAULT_ANALYZER
 from meteora_edge.models.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
+from meteora_edge.models.precision import MIN_COSINE, below_bound
 from meteora_edge.errors import ConfigError, InputError, MissingExtraError, ModelError
 
 from .parity import PARITY_SENTENCES, cosine_summary, reference_embeddings
@@ -56,9 +57,11 @@ INT8_RECIPES: dict[str, re.Pattern[str]] = {
 }
 INT8_FILES = {"int8": "model.int8.onnx", "int8-dot": "model.int8-dot.onnx"}
 FP32_MIN_COSINE = 0.999
-# below these the export warns (int8-dot trades the shortest texts' cosine for speed; its real
-# bar is retrieval F1, measured by benchmarks/encoder_variants.py)
-INT8_MIN_COSINE = {"int8": 0.98, "int8-dot": 0.95}
+# An int8 variant whose parity falls below precision.MIN_COSINE is not kept (int8-dot trades the
+# shortest texts' cosine for speed; its real bar is retrieval F1, benchmarks/encoder_variants.py).
+# Parity texts whose fp32 embeddings the manifest keeps, so that the runtime can check an int8
+# variant on the CPU it runs on (kernels differ: AVX2 without VNNI can saturate where VNNI does not).
+PROBE_TEXTS = (0, 2, 13, 17)
 
 
 @dataclass(frozen=True)
@@ -417,17 +420,24 @@ def _stage_and_install(
     quantization = {
         variant: quantize_int8(stage / "model.onnx", stage / name, recipe=variant) for variant, name in INT8_FILES.items()
     } if quantize else None
-    report, dimension, inputs = _parity(model_source.path, stage, settings, pad_id)
+    report, dimension, inputs, probe = _parity(model_source.path, stage, settings, pad_id)
     roles = {"fp32": "model.onnx", "tokenizer": "tokenizer.json"}
-    if quantize:
-        roles.update(INT8_FILES)
+    for variant, name in INT8_FILES.items() if quantize else ():
+        if below_bound(variant, report[variant]["min_cosine"]):
+            logger.warning("%s not kept: its embeddings differ from the torch model's on this CPU (min cosine "
+                           "%.4f < %.2f); the bundle runs fp32", variant, report[variant]["min_cosine"], MIN_COSINE[variant])
+            (stage / name).unlink()
+            assert quantization is not None
+            quantization.pop(variant)
+        else:
+            roles[variant] = name
     files = {role: file_entry(tmp, f"{COMPONENT}/{name}") for role, name in roles.items()}
     component = Component(
         kind="encoder",
         files=files,
         settings={**settings, "dimension": dimension, "pad_id": pad_id, "inputs": inputs,
                   "output": "last_hidden_state", "opset": opset, "quantization": quantization,
-                  "analyzer": DEFAULT_ANALYZER.record()},
+                  "analyzer": DEFAULT_ANALYZER.record(), "probe": probe},
         source=model_source.label,
         licence=licence or _licence(model_source.path),
         report=report,
@@ -441,8 +451,15 @@ def _stage_and_install(
     return component
 
 
-def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int) -> tuple[dict[str, Any], int, list[str]]:
-    """Compare the staged ONNX models with the torch model on :data:`PARITY_SENTENCES`."""
+def _parity(
+    model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int
+) -> tuple[dict[str, Any], int, list[str], dict[str, Any]]:
+    """Compare the staged ONNX models with the torch model on :data:`PARITY_SENTENCES`.
+
+    Returns:
+        The report, the dimension, the model's input names and the probe record (the fp32
+        model's embeddings of the :data:`PROBE_TEXTS`).
+    """
     from meteora_edge.models.onnx_encoder import OnnxEncoder
 
     reference, torch_version = reference_embeddings(model_dir, PARITY_SENTENCES, **settings)
@@ -451,20 +468,20 @@ def _parity(model_dir: Path, stage: Path, settings: dict[str, Any], pad_id: int)
                      f"{' + L2' if settings['normalize'] else ''}",
         "sentences": len(PARITY_SENTENCES),
     }
-    dimension, inputs = 0, []
+    dimension, inputs, probe = 0, [], {}
     for precision, name in (("fp32", "model.onnx"), *INT8_FILES.items()):
         if not (stage / name).is_file():
             continue
         encoder = OnnxEncoder(stage / name, stage / "tokenizer.json", pad_id=pad_id, **settings)
-        report[precision] = cosine_summary(encoder.encode(list(PARITY_SENTENCES)), reference)
+        vectors = encoder.encode(list(PARITY_SENTENCES))
+        report[precision] = cosine_summary(vectors, reference)
         dimension, inputs = encoder.dimension, list(encoder.input_names)
+        if precision == "fp32":
+            probe = {"texts": [PARITY_SENTENCES[i] for i in PROBE_TEXTS],
+                     "fp32": [[round(float(x), 6) for x in vectors[i]] for i in PROBE_TEXTS]}
     if report["fp32"]["min_cosine"] < FP32_MIN_COSINE:
         raise ModelError(
             f"the fp32 ONNX model does not match torch (min cosine {report['fp32']['min_cosine']:.5f} < "
             f"{FP32_MIN_COSINE}); the export is broken, try another --opset"
         )
-    for variant in INT8_FILES:
-        if variant in report and report[variant]["min_cosine"] < INT8_MIN_COSINE[variant]:
-            logger.warning("%s min cosine %.4f is below %.2f; prefer --precision fp32", variant,
-                           report[variant]["min_cosine"], INT8_MIN_COSINE[variant])
-    return report, dimension, inputs
+    return report, dimension, inputs, probe

@@ -80,7 +80,7 @@ def _encoder(bundle: Any, precision: str) -> dict[str, Any]:
         return {"state": "no encoder component (the hashing encoder is used)"}
     variants = [v for v in VARIANTS if v in comp.files]
     if precision == "auto":
-        chosen, reason = choose_precision(variants)
+        chosen, reason = choose_precision(variants, report=comp.report)
     else:
         chosen, reason = precision, "asked for" if precision in variants else "MISSING from the bundle"
     parity = {v: comp.report[v] for v in variants if isinstance(comp.report.get(v), dict)}
@@ -99,6 +99,8 @@ def _probe(bundle: str | None, threads: int, precision: str) -> dict[str, Any]:
         encoder = OnnxEncoder.from_bundle(bundle, threads=threads, precision=precision, cache=False)
         out["onnx_load_ms"] = round((time.perf_counter() - t0) * 1000, 1)
         out["onnx_precision"] = encoder.precision_choice["precision"] if encoder.precision_choice else precision
+        if encoder.precision_choice and "so fp32 runs" in encoder.precision_choice["reason"]:
+            out["onnx_reason"] = encoder.precision_choice["reason"]  # the variant failed its check on this CPU
         encoder.encode(texts[:2])
         t0 = time.perf_counter()
         encoder.encode(texts)

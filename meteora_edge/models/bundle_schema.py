@@ -42,6 +42,19 @@ _STRINGS: Check = lambda v: isinstance(v, list) and all(isinstance(x, str) for x
 _OBJECT_OR_NULL: Check = lambda v: v is None or isinstance(v, dict)  # noqa: E731
 
 
+def _probe(v: Any) -> bool:
+    """A few texts and their fp32 embeddings (lists of numbers of one length), one per text."""
+    if not isinstance(v, dict) or set(v) != {"texts", "fp32"}:
+        return False
+    texts, vectors = v["texts"], v["fp32"]
+    if not _STRINGS(texts) or not 1 <= len(texts) <= 16 or not isinstance(vectors, list) or len(vectors) != len(texts):
+        return False
+    width = len(vectors[0]) if isinstance(vectors[0], list) else 0
+    return 0 < width <= 65_536 and all(
+        isinstance(row, list) and len(row) == width
+        and all(isinstance(x, (int, float)) and not isinstance(x, bool) for x in row) for row in vectors)
+
+
 @dataclass(frozen=True)
 class KindSpec:
     """What one kind of component must hold.
@@ -79,6 +92,8 @@ KINDS: Mapping[str, KindSpec] = {
         "cosine_tau": (lambda v: isinstance(v, (int, float)) and not isinstance(v, bool) and -1.0 <= v <= 1.0,
                        "a number in [-1, 1]"),
         "analyzer": (_is(dict), "an analyser record (an object)"),
+        # a few texts and their fp32 embeddings, so that an int8 variant is checked on the CPU it runs on
+        "probe": (_probe, "an object of 'texts' (1 to 16 strings) and 'fp32' (one list of numbers per text)"),
     }),
     "cross_encoder": KindSpec(("tokenizer",), ("fp32", "int8"), {
         **_ONNX_COMMON,

@@ -37,7 +37,8 @@ from .analyzer import DEFAULT_ANALYZER, Analyzer, analyzer_from_record
 from .encoders import DEFAULT_COSINE_TAU, EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
-from .precision import PRECISIONS, VARIANTS, choose_precision
+from .cpu_features import cpu_info
+from .precision import MIN_COSINE, PRECISIONS, VARIANTS, below_bound, choose_precision, probe_cosine
 
 __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 
@@ -233,6 +234,10 @@ class OnnxEncoder:
 
         A variant whose manifest record says its activations are quantised per tensor at run
         time runs each text alone (``isolate_texts``), so its vectors do not depend on batching.
+        With ``"auto"`` on a CPU without int8 dot-product instructions, an int8 choice is first
+        run on the bundle's probe texts (:meth:`probe`); if its embeddings fall below
+        :data:`~.precision.MIN_COSINE` of the recorded fp32 ones, fp32 runs instead and the
+        reason says why (onnxruntime's AVX2 uint8×int8 kernels saturate on some models).
 
         Raises:
             ConfigError: an unknown precision or cache setting.
@@ -246,7 +251,7 @@ class OnnxEncoder:
         if comp.kind != "encoder":
             raise BundleError(f"component {component!r} of {bundle.root} is a {comp.kind!r}, not an encoder")
         if precision == "auto":
-            chosen, reason = choose_precision(comp.files)
+            chosen, reason = choose_precision(comp.files, report=comp.report)
         else:
             chosen, reason = precision, "asked for"
             if precision not in comp.files:
@@ -262,30 +267,50 @@ class OnnxEncoder:
         if "analyzer" in comp.settings:
             calibration["analyzer"] = analyzer_from_record(comp.settings["analyzer"], where=f"bundle {bundle.root}",
                                                            error=BundleError)
-        model = bundle.file(component, chosen)
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
-        identity = f"onnx:{source}:{comp.files[chosen].sha256[:12]}:{chosen}"
-        isolated = _dynamic_activations(comp.settings, chosen)
-        key = _cache_key(comp.files[chosen].sha256, comp.files["tokenizer"].sha256,
-                         {**settings, **({"isolated": True} if isolated else {})})
-        encoder = cls(
-            model,
-            tokenizer,
-            threads=threads,
-            batch_size=batch_size,
-            identity=identity,
-            cache=_resolve_cache(cache),
-            cache_key=key,
-            lazy=True,
-            isolate_texts=isolated,
-            sessions=sessions,
-            **settings,
-            **calibration,
-        )
+
+        def build(variant: str) -> OnnxEncoder:
+            isolated = _dynamic_activations(comp.settings, variant)
+            key = _cache_key(comp.files[variant].sha256, comp.files["tokenizer"].sha256,
+                             {**settings, **({"isolated": True} if isolated else {})})
+            return cls(
+                bundle.file(component, variant),
+                tokenizer,
+                threads=threads,
+                batch_size=batch_size,
+                identity=f"onnx:{source}:{comp.files[variant].sha256[:12]}:{variant}",
+                cache=_resolve_cache(cache),
+                cache_key=key,
+                lazy=True,
+                isolate_texts=isolated,
+                sessions=sessions,
+                **settings,
+                **calibration,
+            )
+
+        encoder = build(chosen)
+        if precision == "auto" and chosen != "fp32" and "fp32" in comp.files and not cpu_info().int8_dot:
+            # no int8 dot-product instructions: onnxruntime's uint8×int8 kernels can saturate on some
+            # models where the export's CPU did not, so the variant is checked here before it runs
+            worst = encoder.probe(comp.settings.get("probe"))
+            if below_bound(chosen, worst):
+                encoder = build("fp32")
+                reason = (f"{reason}; but {chosen} on this CPU (no int8 dot-product instructions) gave embeddings "
+                          f"too far from fp32 (min cosine {worst:.3f} < {MIN_COSINE[chosen]}), so fp32 runs")
+                chosen = "fp32"
         encoder.precision_choice = {"requested": precision, "precision": chosen, "reason": reason}
         logger.info("encoder %s: precision %s (%s)", bundle.root, chosen, reason)
         return encoder
+
+    def probe(self, record: object) -> float | None:
+        """The least cosine of this model's embeddings of a bundle's probe texts to the fp32
+        embeddings recorded with them (the manifest's ``probe`` setting); None without a record.
+        Runs the model (never the cache), so it loads the session."""
+        if not isinstance(record, Mapping) or not record.get("texts"):
+            return None
+        vectors = self._encode([str(t) for t in record["texts"]])
+        return probe_cosine(vectors, record)
 
     @property
     def identity(self) -> str:
@@ -470,10 +495,18 @@ def load_encoder(
     loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
-    files = loaded.components["encoder"].files
+    comp = loaded.components["encoder"]
     variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
-    if variant not in VARIANTS or variant not in files or variant == choose_precision(files)[0]:
+    if variant not in VARIANTS or variant not in comp.files or variant == choose_precision(comp.files, report=comp.report)[0]:
         return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache, sessions=sessions)
     encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache, sessions=sessions)
-    encoder.precision_choice = {"requested": "auto", "precision": variant, "reason": "the index was built with it"}
+    reason = "the index was built with it"
+    if variant != "fp32" and "fp32" in comp.files and not cpu_info().int8_dot:
+        worst = encoder.probe(comp.settings.get("probe"))
+        if below_bound(variant, worst):  # its queries would be noise here; fp32 stays close to the index's vectors
+            encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision="fp32", cache=cache, sessions=sessions)
+            reason = (f"the index was built with {variant}, but {variant} on this CPU gave embeddings too far from "
+                      f"fp32 (min cosine {worst:.3f} < {MIN_COSINE[variant]}), so fp32 runs")
+            variant = "fp32"
+    encoder.precision_choice = {"requested": "auto", "precision": variant, "reason": reason}
     return encoder

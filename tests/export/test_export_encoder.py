@@ -301,3 +301,38 @@ def test_the_installed_int8_minilm_matches_the_exported_fp32_model(minilm_bundle
     quoted = entry.onnx.parity["hotpotqa_distractor_dev50"]
     assert cosines.min() >= quoted["min_cosine"] - 0.002 and cosines.mean() >= quoted["mean_cosine"] - 0.001
     assert cosines.mean() >= 0.98  # the bar under which the catalog would have to recommend the export instead
+
+
+def test_an_int8_variant_far_from_fp32_is_not_kept(tiny_model, tmp_path, monkeypatch):
+    """A model whose int8 activations saturate (all-mpnet-base-v2 on AVX2 without VNNI: min cosine
+    below 0.2) must not be shipped: the export drops that variant, says so, and auto runs fp32."""
+    import onnx
+    from onnx import numpy_helper
+
+    real = export_module.quantize_int8
+
+    def saturating(fp32, int8, *, recipe="int8"):
+        record = real(fp32, int8, recipe=recipe)
+        if recipe == "int8-dot":  # stand-in for saturation: its weights come out as noise
+            model = onnx.load(str(int8))
+            rng = np.random.default_rng(0)
+            for init in model.graph.initializer:
+                weights = numpy_helper.to_array(init)
+                if weights.dtype == np.float32 and weights.size > 64:
+                    init.CopyFrom(numpy_helper.from_array(rng.normal(size=weights.shape).astype(np.float32), init.name))
+            onnx.save(model, str(int8))
+        return record
+
+    monkeypatch.setattr(export_module, "quantize_int8", saturating)
+    out = tmp_path / "bundle"
+    result = CliRunner().invoke(main, ["export", "encoder", str(tiny_model), "--out", str(out), "--quantize", "int8"])
+    assert result.exit_code == 0, result.output
+    assert "parity int8-dot vs torch" in result.output and "not kept: below 0.95 on this CPU" in result.output
+    comp = Bundle.load(out).component("encoder")
+    assert set(comp.files) == {"fp32", "int8", "tokenizer"} and set(comp.settings["quantization"]) == {"int8"}
+    assert not (out / "encoder" / "model.int8-dot.onnx").exists()
+    assert comp.report["int8-dot"]["min_cosine"] < 0.95  # what was measured stays on record
+    probe = comp.settings["probe"]
+    assert len(probe["texts"]) == len(probe["fp32"]) == 4 and len(probe["fp32"][0]) == 32
+    fp32 = OnnxEncoder.from_bundle(out, precision="fp32").encode(probe["texts"])
+    np.testing.assert_allclose(fp32, np.asarray(probe["fp32"]), atol=1e-5)  # the fp32 model's own embeddings
