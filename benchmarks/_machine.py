@@ -23,10 +23,24 @@ def machine_header(packages: tuple[str, ...] = ("numpy",)) -> str:
         except metadata.PackageNotFoundError:
             versions.append(f"{name} (not installed)")
     return (
-        f"machine: {info.model}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"machine: {info.model}{_family()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
         f"{platform.release()}\ncpu flags: {flags}; int8 dot product: {info.int8_dot or 'none'}"
         f"\nversions: {', '.join(versions)}"
     )
+
+
+def _family() -> str:
+    """`` (family 23, model 49)`` from /proc/cpuinfo: a name like "AMD EPYC" alone does not say
+    which generation (AMD: family 23 Zen/Zen 2, 25 Zen 3/Zen 4, 26 Zen 5), so figures stay traceable."""
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8", errors="replace") as handle:
+            fields = dict(line.split(":", 1) for line in handle.read().split("\n\n")[0].splitlines() if ":" in line)
+    except OSError:
+        return ""
+    fields = {k.strip(): v.strip() for k, v in fields.items()}
+    if "cpu family" not in fields:
+        return ""
+    return f" (family {fields['cpu family']}, model {fields.get('model', '?')})"
 
 
 def percentile(values: list[float], q: float) -> float:

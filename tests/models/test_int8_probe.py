@@ -130,3 +130,13 @@ def test_probe_cosine_is_the_least_row_cosine():
 def test_a_malformed_probe_record_is_refused(tmp_path, probe):
     with pytest.raises(BundleError, match="probe"):
         make_bundle(tmp_path / "b", settings={"probe": probe})
+
+
+def test_doctor_says_when_the_check_demoted_a_variant(tmp_path, on_cpu):
+    from meteora_edge.doctor import collect_report
+
+    on_cpu(AVX2)
+    report = collect_report(bundle=str(bundle_with(tmp_path, broken=True)), cache=False)
+    assert report["encoder"]["precision"] == "int8-dot"  # what the flags alone pick ...
+    assert report["probe"]["onnx_precision"] == "fp32"  # ... and what runs after the check
+    assert "gave embeddings too far from fp32" in report["probe"]["onnx_reason"]
