@@ -306,10 +306,12 @@ class OnnxEncoder:
     def probe(self, record: object) -> float | None:
         """The least cosine of this model's embeddings of a bundle's probe texts to the fp32
         embeddings recorded with them (the manifest's ``probe`` setting); None without a record.
-        Runs the model (never the cache), so it loads the session."""
+        Through the embedding cache when there is one: its vectors were computed on this machine
+        by this model, so a repeated check costs a lookup and a warm selection still starts no
+        onnxruntime session."""
         if not isinstance(record, Mapping) or not record.get("texts"):
             return None
-        vectors = self._encode([str(t) for t in record["texts"]])
+        vectors = self.encode([str(t) for t in record["texts"]])
         return probe_cosine(vectors, record)
 
     @property

@@ -140,3 +140,12 @@ def test_doctor_says_when_the_check_demoted_a_variant(tmp_path, on_cpu):
     assert report["encoder"]["precision"] == "int8-dot"  # what the flags alone pick ...
     assert report["probe"]["onnx_precision"] == "fp32"  # ... and what runs after the check
     assert "gave embeddings too far from fp32" in report["probe"]["onnx_reason"]
+
+
+def test_a_repeated_check_is_a_cache_lookup(tmp_path, on_cpu):
+    on_cpu(AVX2)
+    bundle = bundle_with(tmp_path, broken=True)
+    first = OnnxEncoder.from_bundle(bundle, cache=tmp_path / "cache")
+    again = OnnxEncoder.from_bundle(bundle, cache=tmp_path / "cache")
+    assert first.precision_choice == again.precision_choice and again.precision_choice["precision"] == "fp32"
+    assert again._session is None  # decided from the vectors the first check stored: no session started
