@@ -23,7 +23,8 @@ def machine_header(packages: tuple[str, ...] = ("numpy",)) -> str:
         except metadata.PackageNotFoundError:
             versions.append(f"{name} (not installed)")
     return (
-        f"machine: {info.model}{_family()}, {os.cpu_count()} cores, Python {platform.python_version()}, {platform.system()} "
+        f"machine: {info.model}{_family()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
+        f"{platform.system()} "
         f"{platform.release()}\ncpu flags: {flags}; int8 dot product: {info.int8_dot or 'none'}"
         f"\nversions: {', '.join(versions)}"
     )

@@ -14,7 +14,11 @@ run in turn, --repeat times, and the median is quoted. Embeddings of every mode 
 with the unbatched, unpadded ones (each chunk alone): the minimum cosine must stay >= 0.9999.
 
     python benchmarks/build_throughput.py [--bundle models/bundles/default] [--precision auto]
-        [--corpus docs] [--chunks 48] [--chunk-size 200] [--threads 2] [--repeat 3]
+        [--corpus docs] [--chunks 48] [--chunk-size 200] [--threads 2] [--repeat 3] [--before-precision fp32]
+
+``--before-precision fp32`` adds, as the first row (the ratios' base), the old loop with that
+variant: what `index build` ran on a CPU where `auto` picked it before (AVX2 without VNNI ran
+fp32 until int8-dot was measured there). Its min cos is against its own variant's vectors.
 """
 
 from __future__ import annotations
@@ -81,6 +85,8 @@ def main() -> None:
     parser.add_argument("--chunk-size", type=int, default=200)
     parser.add_argument("--threads", type=int, default=2)
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--before-precision", default=None,
+                        help="Also run the old loop with this variant, as the first row [none].")
     args = parser.parse_args()
 
     docs = read_documents([args.corpus], strict=False, on_skip=lambda path, reason: None)
@@ -89,9 +95,9 @@ def main() -> None:
     texts = [all_texts[i] for i in range(0, len(all_texts), step)][: args.chunks]
 
     def encoder(threads: int, batch_size: int = 8, max_batch_tokens: int = 512, *, sessions: int = 1,
-                isolate: bool | None = None) -> OnnxEncoder:
-        enc = OnnxEncoder.from_bundle(args.bundle, threads=threads, precision=args.precision, cache=False,
-                                      sessions=sessions)
+                isolate: bool | None = None, precision: str | None = None) -> OnnxEncoder:
+        enc = OnnxEncoder.from_bundle(args.bundle, threads=threads, precision=precision or args.precision,
+                                      cache=False, sessions=sessions)
         enc.batch_size, enc.max_batch_tokens = batch_size, max_batch_tokens
         if isolate is not None:
             enc.isolate_texts = isolate
@@ -106,7 +112,14 @@ def main() -> None:
     one_session = encoder(T)
     wide = encoder(T, 64, 8192, isolate=False)
     alone_now = "each text alone" if build.isolate_texts else "batched"
-    modes: dict[str, Callable[[], np.ndarray]] = {
+    modes: dict[str, Callable[[], np.ndarray]] = {}
+    references: dict[str, np.ndarray] = {}
+    if args.before_precision:
+        old = encoder(T, isolate=False, precision=args.before_precision)
+        name = f"before, {args.before_precision}: input order, batched 8 x 512 tok, 1 session x {T} thr"
+        modes[name] = lambda: today_loop(old, texts)
+        references[name] = np.concatenate([old.encode([t]) for t in texts])
+    modes |= {
         f"before: input order, batched 8 x 512 tok, 1 session x {T} thr": lambda: today_loop(base, texts),
         f"index build now: length order, {alone_now}, {T} sessions x 1 thr": lambda: embed_batches(build, texts, 32, None),
         f"length order, {alone_now}, 1 session x {T} thr": lambda: embed_batches(one_session, texts, 32, None),
@@ -120,7 +133,8 @@ def main() -> None:
             start = time.perf_counter()
             vectors = run()
             times[name].append(time.perf_counter() - start)
-            worst[name] = min(worst.get(name, 1.0), float((vectors * alone).sum(axis=1).min()))
+            reference = references.get(name, alone)
+            worst[name] = min(worst.get(name, 1.0), float((vectors * reference).sum(axis=1).min()))
 
     floor = sgemm_gflops()
     print(machine_header(("numpy", "onnxruntime", "tokenizers")))
@@ -129,7 +143,7 @@ def main() -> None:
           f"mean {mean_seq:.0f} per chunk (max_length {base.max_length}); load average {os.getloadavg()[0]:.1f}")
     print(f"floor: {flop_per_token(mean_seq) / 1e6:.1f} MFLOP per token at this length; numpy sgemm "
           f"{floor:.1f} GFLOP/s on one core\n")
-    head = f"{'mode':<62} {'chunks/s':>8} {'ratio':>6} {'tok/s':>7} {'GFLOP/s/core':>12} {'of sgemm':>8} {'min cos':>8}"
+    head = f"{'mode':<70} {'chunks/s':>8} {'ratio':>6} {'tok/s':>7} {'GFLOP/s/core':>12} {'of sgemm':>8} {'min cos':>8}"
     print(head)
     print("-" * len(head))
     first = None
@@ -138,7 +152,7 @@ def main() -> None:
         rate = len(texts) / median
         first = first or rate
         per_core = tokens / median * flop_per_token(mean_seq) / T / 1e9
-        print(f"{name:<62} {rate:>8.2f} {rate / first:>5.2f}x {tokens / median:>7.0f} {per_core:>12.1f} "
+        print(f"{name:<70} {rate:>8.2f} {rate / first:>5.2f}x {tokens / median:>7.0f} {per_core:>12.1f} "
               f"{per_core / floor:>7.0%} {worst[name]:>8.5f}")
     print(f"\nmedian of {args.repeat} runs per mode, modes interleaved; min cos: against each chunk embedded alone "
           "(no padding); 'of sgemm': achieved GFLOP/s per core over numpy's one-thread sgemm")

@@ -425,7 +425,8 @@ def _stage_and_install(
     for variant, name in INT8_FILES.items() if quantize else ():
         if below_bound(variant, report[variant]["min_cosine"]):
             logger.warning("%s not kept: its embeddings differ from the torch model's on this CPU (min cosine "
-                           "%.4f < %.2f); the bundle runs fp32", variant, report[variant]["min_cosine"], MIN_COSINE[variant])
+                           "%.4f < %.2f); the bundle runs fp32", variant, report[variant]["min_cosine"],
+                           MIN_COSINE[variant])
             (stage / name).unlink()
             assert quantization is not None
             quantization.pop(variant)

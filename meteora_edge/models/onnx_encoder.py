@@ -499,7 +499,8 @@ def load_encoder(
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
     comp = loaded.components["encoder"]
     variant = index_encoder.rsplit(":", 1)[-1] if index_encoder and precision == "auto" else None
-    if variant not in VARIANTS or variant not in comp.files or variant == choose_precision(comp.files, report=comp.report)[0]:
+    cpu_choice = choose_precision(comp.files, report=comp.report)[0]
+    if variant not in VARIANTS or variant not in comp.files or variant == cpu_choice:
         return OnnxEncoder.from_bundle(loaded, threads=threads, precision=precision, cache=cache, sessions=sessions)
     encoder = OnnxEncoder.from_bundle(loaded, threads=threads, precision=variant, cache=cache, sessions=sessions)
     reason = "the index was built with it"

@@ -55,7 +55,8 @@ def test_a_saturating_variant_falls_back_to_fp32_on_avx2(tmp_path, on_cpu):
     encoder = OnnxEncoder.from_bundle(bundle_with(tmp_path, broken=True))
     choice = encoder.precision_choice
     assert choice["precision"] == "fp32" and encoder.identity.endswith(":fp32")
-    assert "but int8-dot on this CPU (no int8 dot-product instructions) gave embeddings too far from fp32" in choice["reason"]
+    assert ("but int8-dot on this CPU (no int8 dot-product instructions) gave embeddings too far from fp32"
+            in choice["reason"])
     assert "so fp32 runs" in choice["reason"] and "< 0.95" in choice["reason"]
     np.testing.assert_allclose(encoder.encode(["fees are due"]), expected(["fees are due"]), atol=1e-6)
 
@@ -85,7 +86,8 @@ def test_an_index_built_with_a_variant_that_saturates_here_queries_with_fp32(tmp
     on_cpu(AVX2)
     bundle = bundle_with(tmp_path, broken=True)
     encoder = load_encoder(bundle, index_encoder="onnx:tiny-test-encoder:abc:int8")  # int8 is a sound copy
-    assert encoder.precision_choice == {"requested": "auto", "precision": "int8", "reason": "the index was built with it"}
+    assert encoder.precision_choice == {"requested": "auto", "precision": "int8",
+                                        "reason": "the index was built with it"}
     manifest = json.loads((bundle / "manifest.json").read_text())
     manifest["components"]["encoder"]["files"]["int8"] = manifest["components"]["encoder"]["files"]["int8-dot"]
     (bundle / "manifest.json").write_text(json.dumps(manifest))  # now int8 names the noisy model too
@@ -95,7 +97,8 @@ def test_an_index_built_with_a_variant_that_saturates_here_queries_with_fp32(tmp
 
 
 @pytest.mark.parametrize("report, chosen, says", [
-    ({"int8-dot": {"min_cosine": 0.12}}, "fp32", "int8-dot model was measured at export too far from fp32 (min cosine 0.120 < 0.95)"),
+    ({"int8-dot": {"min_cosine": 0.12}}, "fp32",
+     "int8-dot model was measured at export too far from fp32 (min cosine 0.120 < 0.95)"),
     ({"int8-dot": {"min_cosine": 0.97}}, "int8-dot", "AVX2 without int8 dot-product"),
     ({"int8-dot": {"min_cosine": "n/a"}}, "int8-dot", "AVX2 without int8 dot-product"),
     ({}, "int8-dot", "AVX2"),
