@@ -41,7 +41,8 @@ def _describe(bundle: Bundle) -> list[str]:
             row = comp.report.get(precision)
             if isinstance(row, dict) and "min_cosine" in row:
                 lines.append(f"  parity {precision}: min cosine {row['min_cosine']}, mean {row.get('mean_cosine')} "
-                             f"over {comp.report.get('sentences', '?')} sentences")
+                             f"over {comp.report.get('sentences', '?')} sentences"
+                             + ("" if precision in comp.files else " (not kept: below its bound)"))
     return lines
 
 

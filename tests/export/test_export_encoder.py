@@ -336,3 +336,6 @@ def test_an_int8_variant_far_from_fp32_is_not_kept(tiny_model, tmp_path, monkeyp
     assert len(probe["texts"]) == len(probe["fp32"]) == 4 and len(probe["fp32"][0]) == 32
     fp32 = OnnxEncoder.from_bundle(out, precision="fp32").encode(probe["texts"])
     np.testing.assert_allclose(fp32, np.asarray(probe["fp32"]), atol=1e-5)  # the fp32 model's own embeddings
+    info = CliRunner().invoke(main, ["models", "info", str(out)])
+    assert info.exit_code == 0 and "parity int8-dot: min cosine" in info.output
+    assert info.output.count("(not kept: below its bound)") == 1  # int8-dot only
