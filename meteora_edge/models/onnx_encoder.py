@@ -269,6 +269,7 @@ class OnnxEncoder:
                                                            error=BundleError)
         tokenizer = bundle.file(component, "tokenizer")
         source = comp.source or bundle.root.name
+        resolved_cache = _resolve_cache(cache)  # once: a fallback to fp32 shares it
 
         def build(variant: str) -> OnnxEncoder:
             isolated = _dynamic_activations(comp.settings, variant)
@@ -280,7 +281,7 @@ class OnnxEncoder:
                 threads=threads,
                 batch_size=batch_size,
                 identity=f"onnx:{source}:{comp.files[variant].sha256[:12]}:{variant}",
-                cache=_resolve_cache(cache),
+                cache=resolved_cache,
                 cache_key=key,
                 lazy=True,
                 isolate_texts=isolated,
