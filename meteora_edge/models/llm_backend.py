@@ -30,7 +30,7 @@ from typing import Any
 
 from ..errors import MissingExtraError, ModelError
 
-__all__ = ["cpu_backend", "import_llama_cpp", "llama_verbose", "set_llama_verbose"]
+__all__ = ["UNSAFE_VARIANTS", "best_variant", "cpu_backend", "import_llama_cpp", "llama_verbose", "set_llama_verbose"]
 
 logger = logging.getLogger(__name__)
 
@@ -78,14 +78,20 @@ def import_llama_cpp() -> Any:
 _BACKEND_LOCK = threading.Lock()
 _BACKEND: dict[str, Any] | None = None
 _VARIANT_FILE = re.compile(r"(?:lib)?ggml-cpu-([A-Za-z0-9_.]+)\.(?:so|dll|dylib)$")
+# CPU levels never loaded, with the reason. sapphirerapids: in llama-cpp-python 0.3.36 its AMX
+# kernels stop the process with an illegal instruction on a Xeon whose kernel grants AMX
+# (observed: family 6 model 167, amx_int8; llama.cpp pull request #26954 describes the fault), so
+# an AMX CPU runs the next level down (icelake: AVX512-VNNI), which llama.cpp scores second.
+UNSAFE_VARIANTS = {"sapphirerapids": "its AMX kernels stop the process with an illegal instruction"}
 
 
 def cpu_backend() -> dict[str, Any]:
     """Make sure llama.cpp has a CPU backend, and say which one.
 
     With a runtime-dispatch build (``libggml-cpu-*.so`` files beside ``libggml``) and no
-    backend registered yet, ``ggml_backend_load_all_from_path`` loads the best variant the
-    CPU supports (llama.cpp scores each by the CPU's features). Runs once per process.
+    backend registered yet, the variant that scores best on this CPU (:func:`best_variant`, the
+    score llama.cpp's own loader asks each library for) is loaded, never one of
+    :data:`UNSAFE_VARIANTS`. Runs once per process.
 
     Returns:
         ``{"dispatch": "runtime" | "built-in", "variant": name or None, "variants": [...]}``:
@@ -117,18 +123,58 @@ def _load_cpu_backend() -> dict[str, Any]:
     ggml = bindings._lib
     ggml.ggml_backend_dev_count.restype = ctypes.c_size_t
     ggml.ggml_backend_dev_count.argtypes = []
+    chosen = None
     if ggml.ggml_backend_dev_count() == 0:
-        ggml.ggml_backend_load_all_from_path.restype = None
-        ggml.ggml_backend_load_all_from_path.argtypes = [ctypes.c_char_p]
-        ggml.ggml_backend_load_all_from_path(os.fsencode(lib_dir))
+        chosen = best_variant(lib_dir)
+        if chosen is not None:
+            ggml.ggml_backend_load.restype = ctypes.c_void_p
+            ggml.ggml_backend_load.argtypes = [ctypes.c_char_p]
+            ggml.ggml_backend_load(os.fsencode(chosen[1]))
     if ggml.ggml_backend_dev_count() == 0:
         raise ModelError(
             f"llama.cpp loaded none of its CPU backends from {lib_dir} ({', '.join(variants)}); "
             "reinstall llama-cpp-python with scripts/install-llama-cpp.sh"
         )
-    loaded = _mapped_variant()
+    loaded = chosen[0] if chosen is not None else _mapped_variant()
     logger.info("llama.cpp CPU backend: %s (of %s)", loaded or "unknown", ", ".join(variants))
     return {"dispatch": "runtime", "variant": loaded, "variants": variants}
+
+
+def best_variant(lib_dir: Path) -> tuple[str, Path] | None:
+    """The CPU level in ``lib_dir`` that scores highest on this CPU, skipping :data:`UNSAFE_VARIANTS`.
+
+    Each ``libggml-cpu-<level>`` library says through ``ggml_backend_score`` how well it fits
+    the running CPU (0: it cannot run here), as llama.cpp's own loader asks; ties keep the
+    first level in name order. Returns ``(level, path)``, or None when no level can run here.
+    """
+    best: tuple[int, str, Path] | None = None
+    for path in sorted(lib_dir.glob("*ggml-cpu-*")):
+        match = _VARIANT_FILE.search(path.name)
+        if not match or match.group(1) in UNSAFE_VARIANTS:
+            continue
+        score = _variant_score(path)
+        if score > 0 and (best is None or score > best[0]):
+            best = (score, match.group(1), path)
+    return None if best is None else (best[1], best[2])
+
+
+def _variant_score(path: Path) -> int:
+    """``ggml_backend_score()`` of one CPU-level library (0 when it cannot be opened or scored)."""
+    import _ctypes
+
+    try:
+        library = ctypes.CDLL(str(path), mode=getattr(os, "RTLD_LOCAL", 0))
+    except OSError:
+        return 0
+    try:
+        score = getattr(library, "ggml_backend_score", None)
+        if score is None:
+            return 0
+        score.restype, score.argtypes = ctypes.c_int, []
+        return int(score())
+    finally:
+        if hasattr(_ctypes, "dlclose"):
+            _ctypes.dlclose(library._handle)
 
 
 def _mapped_variant() -> str | None:

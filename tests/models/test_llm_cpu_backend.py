@@ -62,3 +62,54 @@ def test_a_model_loads_after_the_backend(tmp_path):
         "print(json.dumps({'tokens': len(llm.tokenize('hello world')), **cpu_backend()}))\n"
     )
     assert info["tokens"] >= 2 and info["dispatch"] == ("runtime" if DISPATCH else "built-in")
+
+
+def test_the_best_level_is_chosen_by_score_and_an_unsafe_level_never(tmp_path, monkeypatch):
+    from meteora_edge.models import llm_backend
+
+    scores = {"sse42": 5, "haswell": 64, "icelake": 1472, "sapphirerapids": 4032}
+    for level in scores:
+        (tmp_path / f"libggml-cpu-{level}.so").write_bytes(b"")
+    (tmp_path / "libggml-base.so").write_bytes(b"")  # not a CPU level
+    seen = []
+
+    def score(path):
+        seen.append(path.name)
+        return scores[llm_backend._VARIANT_FILE.search(path.name).group(1)]
+
+    monkeypatch.setattr(llm_backend, "_variant_score", score)
+    assert "sapphirerapids" in llm_backend.UNSAFE_VARIANTS
+    level, path = llm_backend.best_variant(tmp_path)
+    assert (level, path.name) == ("icelake", "libggml-cpu-icelake.so")
+    assert "libggml-cpu-sapphirerapids.so" not in seen and "libggml-base.so" not in seen
+    scores["icelake"] = 0  # cannot run here: the next best
+    assert llm_backend.best_variant(tmp_path)[0] == "haswell"
+    for level in scores:
+        scores[level] = 0
+    assert llm_backend.best_variant(tmp_path) is None
+
+
+def test_a_level_that_is_no_library_scores_zero(tmp_path):
+    from meteora_edge.models.llm_backend import _variant_score
+
+    junk = tmp_path / "libggml-cpu-haswell.so"
+    junk.write_bytes(b"not an ELF file")
+    assert _variant_score(junk) == 0
+
+
+@pytest.mark.skipif(not DISPATCH, reason="llama-cpp-python was built with its kernels linked in")
+def test_the_real_levels_score_on_this_cpu_and_the_loaded_one_is_safe():
+    import platform
+
+    from meteora_edge.models.llm_backend import UNSAFE_VARIANTS, _variant_score, best_variant
+
+    level, path = best_variant(LIB)
+    assert level not in UNSAFE_VARIANTS and _variant_score(path) > 0
+    if platform.machine() in ("x86_64", "AMD64") and (LIB / "libggml-cpu-sse42.so").exists():
+        assert 0 < _variant_score(LIB / "libggml-cpu-sse42.so") <= _variant_score(path)
+    info = _in_fresh_process(
+        "import json\n"
+        "from meteora_edge.models.llm_backend import cpu_backend\n"
+        "print(json.dumps(cpu_backend()))\n"
+    )
+    assert info["variant"] == level
