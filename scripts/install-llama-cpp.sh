@@ -11,7 +11,10 @@
 # llama.cpp's list has 13 x86 levels; compiling all of them took ~43 minutes on 2 cores. Only
 # the levels that change speed are kept (LLAMA_CPU_VARIANTS overrides the list):
 #   x86: sse42 (x86-64-v2), haswell (v3, AVX2), skylakex (v4, AVX-512), icelake (AVX512-VNNI),
-#        alderlake (AVX-VNNI), sapphirerapids (AMX)
+#        alderlake (AVX-VNNI)
+#   sapphirerapids (AMX) is not built: in 0.3.36 its AMX kernels stop the process with an illegal
+#   instruction on AMX Xeons (llama.cpp pull request #26954), and meteora_edge.models.llm_backend
+#   never loads it (UNSAFE_VARIANTS), so an AMX CPU runs icelake.
 #   ARM Linux: armv8.0_1, armv8.2_1 (dot product), armv8.2_2 (+fp16), armv8.6_1 (+i8mm)
 # LLAMA_CPU_VARIANTS=host keeps sse42 and this CPU's own level only (the demo's quick build when
 # no wheel is cached: still portable, since a level is a named instruction set, never -march=native).
@@ -22,7 +25,7 @@
 # another list (or the all-variants wheel older scripts cached) never shadows it.
 set -euo pipefail
 version=0.3.36
-variants=${LLAMA_CPU_VARIANTS:-"sse42 haswell skylakex icelake alderlake sapphirerapids armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"}
+variants=${LLAMA_CPU_VARIANTS:-"sse42 haswell skylakex icelake alderlake armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"}
 if [ "$variants" = host ]; then
   variants=$(python3 - <<'PY'
 flags = set()
@@ -33,9 +36,7 @@ try:
             flags.update(value.lower().split())
 except OSError:
     pass
-if {"amx_tile", "amx_int8"} <= flags and "avx512_vnni" in flags:
-    level = "sapphirerapids"
-elif "avx512_vnni" in flags and "avx512vbmi" in flags:
+if "avx512_vnni" in flags and "avx512vbmi" in flags:
     level = "icelake"
 elif "avx512f" in flags:
     level = "skylakex"
