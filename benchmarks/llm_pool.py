@@ -1,0 +1,153 @@
+"""The LLM rerank's pool: how many of ECSE's candidates the model judges, against F1 and time.
+
+The rerank (``pipeline-llm``) asks the GGUF model about each of ECSE's best ``llm_pool``
+candidates (8 by default), one llama.cpp call per passage after a shared, cached prefix, so
+its cost is close to linear in the passage tokens it judges. A passage's score does not
+depend on the other passages of the pool, so one run that scores the pool of 8 gives the
+scores of every smaller pool too: the smaller pool is a prefix of the larger one (ECSE's
+selection first, then the next-best by ECSE's score).
+
+``--record FILE`` runs ``pipeline-llm`` on the first ``--limit`` questions of both dev sets and
+writes, per question, the pool, ECSE's scores of it, the model's scores, each passage's own
+tokens, the scorer's seconds and the live F1. Without ``--record``, ``--replay FILE`` reads such
+a file; either way the table replays the rerank's arithmetic (``meteora_edge.pipeline.rerank``)
+for each pool policy and prints F1, the pool size, passage tokens per question and the seconds
+a question would take (a least-squares line of the recorded seconds on the recorded tokens,
+``a + b·tokens``; the pool of 8 is also the measured median).
+
+    python benchmarks/llm_pool.py --record /tmp/pool.json [--model FILE.gguf] [--threads 2] [--limit 50]
+    python benchmarks/llm_pool.py --replay /tmp/pool.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import statistics
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine_header  # noqa: E402
+
+ROOT = Path(__file__).resolve().parent.parent
+DATA = ROOT.parent / "shared" / "data"
+SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
+POOLS = (2, 3, 4, 5, 6, 8)
+
+
+class Recording:
+    """The real scorer, keeping each call's seconds and each passage's own prompt tokens."""
+
+    def __init__(self, scorer):
+        self.scorer, self.calls = scorer, []
+
+    def score(self, query, passages):
+        from meteora_edge.selection.llm_scorer import _shared_prefix
+
+        prompts = [self.scorer.model.chat_tokens(self.scorer.messages(query, self.scorer._clip(p))) for p in passages]
+        shared = _shared_prefix(prompts) if prompts else 0
+        started = time.perf_counter()
+        out = self.scorer.score(query, passages)
+        self.calls.append({"seconds": time.perf_counter() - started, "scores": [float(v) for v in out],
+                           "tokens": [len(p) - shared for p in prompts], "prefix": shared})
+        return out
+
+
+def record(args) -> dict:
+    from meteora_edge import LocalLLM
+    from meteora_edge.evaluation.datasets import load_questions
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.models.onnx_encoder import load_encoder
+    from meteora_edge.pipeline.config import PipelineConfig
+    from meteora_edge.pipeline.request import SelectRequest
+    from meteora_edge.pipeline.runtime import SelectRuntime
+    from meteora_edge.selection.llm_scorer import LlamaRelevanceScorer
+
+    llm = LocalLLM.load(args.model, threads=args.threads, context_size=4096)
+    encoder = load_encoder(args.bundle, threads=1)
+    scorer = Recording(LlamaRelevanceScorer(llm))
+    runtime = SelectRuntime(encoder=encoder, scorer=scorer)
+    settings = PipelineConfig().to_dict()
+    out = {"machine": machine_header(("numpy", "llama_cpp_python")), "model": Path(args.model).name,
+           "threads": args.threads, "sets": {}}
+    for name, path in SETS:
+        rows = []
+        for number, q in enumerate(load_questions(str(path), level="sentence", limit=args.limit)):
+            encoder.encode([q.question, *q.candidates])  # the embeddings outside the scorer's seconds
+            request = SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder), settings=settings,
+                                    llm_rerank=True)
+            result = runtime.result(request)
+            phase = result.trace.phase("selection")
+            by_label = {c.chunk_id: c for c in result.trace.candidates}
+            pool = [by_label[label] for label in phase.details["llm_rerank"]["pool"]]
+            call = scorer.calls[-1]
+            rows.append({"gold": sorted(q.gold), "selected": int(re.match(r"ECSE kept (\d+)", phase.summary).group(1)),
+                         "pool": [int(c.chunk_id) for c in pool], "ecse": [c.ecse_score for c in pool],
+                         "llm": call["scores"], "tokens": call["tokens"], "prefix": call["prefix"],
+                         "seconds": call["seconds"], "live_f1": precision_recall_f1(result.ids, q.gold).f1})
+            print(f"  {name} {number + 1}: {call['seconds']:.2f} s, {sum(call['tokens'])} passage tokens, "
+                  f"F1 {rows[-1]['live_f1']:.3f}", flush=True)
+        out["sets"][name] = rows
+    return out
+
+
+def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[float, int, int]:
+    """F1, pool size and passage tokens when the rerank judges the first ``pool`` of the recorded pool."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+    from meteora_edge.pipeline.rerank import rerank_cut
+
+    n = min(len(row["pool"]), max(pool, row["selected"]))
+    kept = [row["pool"][j] for j in rerank_cut(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=weight, z=z)]
+    return precision_recall_f1(kept, frozenset(row["gold"])).f1, n, sum(row["tokens"][:n])
+
+
+def table(data: dict) -> None:
+    print(data["machine"])
+    print(f"model {data['model']}, {data['threads']} thread(s); LLM rerank weight 1.5, z 0.5 replayed per pool size\n")
+    print(f"{'set':<12} {'n':>4} {'pool':>6} {'judged':>7} {'tokens/q':>9} {'est s/q':>8} {'F1':>7} {'ΔF1 vs 8':>9}")
+    for name, rows in data["sets"].items():
+        tokens = np.array([sum(r["tokens"]) for r in rows], dtype=float)
+        seconds = np.array([r["seconds"] for r in rows])
+        slope, intercept = np.polyfit(tokens, seconds, 1)
+        full = statistics.mean(replay_f1(r, 8)[0] for r in rows)
+        live = statistics.mean(r["live_f1"] for r in rows)
+        for pool in POOLS:
+            runs = [replay_f1(r, pool) for r in rows]
+            f1 = statistics.mean(f for f, _, _ in runs)
+            judged = statistics.mean(n for _, n, _ in runs)
+            per_q = statistics.mean(t for _, _, t in runs)
+            print(f"{name:<12} {len(rows):>4} {pool:>6} {judged:>7.2f} {per_q:>9.0f} {intercept + slope * per_q:>8.2f} "
+                  f"{f1:>7.3f} {f1 - full:>+9.3f}")
+        print(f"{name:<12} measured pool 8: median {np.median(seconds):.2f} s/question, "
+              f"{np.median(tokens / seconds):.0f} passage tokens/s; live F1 {live:.3f} (replayed {full:.3f}); "
+              f"fit {intercept:.2f} s + {slope * 1000:.2f} ms/token\n")
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", type=Path,
+                        default=ROOT / "models" / "bundles" / "llm15" / "llm" / "qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf")
+    parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"), help="the encoder's bundle")
+    parser.add_argument("--threads", type=int, default=2, help="the GGUF model's threads")
+    parser.add_argument("--limit", type=int, default=50, help="questions per dev set")
+    parser.add_argument("--record", type=Path, help="run the model and write the recorded pools here")
+    parser.add_argument("--replay", type=Path, help="replay a recorded file instead of running the model")
+    args = parser.parse_args()
+    if args.record:
+        data = record(args)
+        args.record.write_text(json.dumps(data))
+    elif args.replay:
+        data = json.loads(args.replay.read_text())
+    else:
+        parser.error("give --record FILE or --replay FILE")
+    table(data)
+
+
+if __name__ == "__main__":
+    main()
