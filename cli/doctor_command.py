@@ -46,6 +46,7 @@ def doctor(bundle: str | None, threads: int, precision: str, no_probe: bool, as_
             backend = llm["cpu_backend"]
             kernels = (f"runtime CPU dispatch, loaded {backend['variant'] or 'unknown'} of {len(backend['variants'])} variants"
                        if backend["dispatch"] == "runtime" else "CPU kernels built in (no runtime dispatch)")
+            kernels += "".join(f"; never loads {level}: {why}" for level, why in backend.get("skipped", {}).items())
             click.echo(f"llm extra   ok {llm['version']}, {kernels}")
         else:
             click.echo(f"llm extra   MISSING: {llm['detail']}")

@@ -25,3 +25,18 @@ def test_cli_json_and_broken_bundle(tmp_path):
     (tmp_path / "manifest.json").write_text("{not json")
     broken = CliRunner().invoke(main, ["doctor", "--bundle", str(tmp_path), "--no-probe"])
     assert broken.exit_code == 1 and "BROKEN" in broken.output and "Traceback" not in broken.output
+
+
+def test_doctor_names_a_cpu_level_it_never_loads(monkeypatch):
+    import pytest
+
+    pytest.importorskip("llama_cpp")
+    from meteora_edge.models import llm_backend
+
+    monkeypatch.setattr(llm_backend, "cpu_backend", lambda: {
+        "dispatch": "runtime", "variant": "icelake", "variants": ["haswell", "icelake", "sapphirerapids"],
+        "skipped": {"sapphirerapids": llm_backend.UNSAFE_VARIANTS["sapphirerapids"]}})
+    out = CliRunner().invoke(main, ["doctor", "--no-probe"])
+    assert out.exit_code == 0, out.output
+    line = next(row for row in out.output.splitlines() if row.startswith("llm extra"))
+    assert "loaded icelake of 3 variants; never loads sapphirerapids: its AMX kernels stop the process" in line

@@ -94,9 +94,11 @@ def cpu_backend() -> dict[str, Any]:
     :data:`UNSAFE_VARIANTS`. Runs once per process.
 
     Returns:
-        ``{"dispatch": "runtime" | "built-in", "variant": name or None, "variants": [...]}``:
-        ``variant`` is the loaded file's level (e.g. ``zen4``, ``haswell``), read from the
-        process's memory map where the system has one (Linux), else None.
+        ``{"dispatch": "runtime" | "built-in", "variant": name or None, "variants": [...],
+        "skipped": {level: reason}}``: ``variant`` is the loaded level (e.g. ``icelake``,
+        ``haswell``; when another part of the process loaded a backend first, read from the
+        process's memory map where the system has one, else None); ``skipped`` names the
+        levels present but never loaded (:data:`UNSAFE_VARIANTS`).
 
     Raises:
         MissingExtraError: llama-cpp-python is not installed.
@@ -116,7 +118,7 @@ def _load_cpu_backend() -> dict[str, Any]:
     lib_dir = Path(llama_cpp.__file__).parent / "lib"
     variants = sorted(m.group(1) for f in lib_dir.glob("*ggml-cpu-*") if (m := _VARIANT_FILE.search(f.name)))
     if not variants:
-        return {"dispatch": "built-in", "variant": None, "variants": []}
+        return {"dispatch": "built-in", "variant": None, "variants": [], "skipped": {}}
     # Through libllama's own handle: symbol lookup follows its dependencies, so this reaches the
     # libggml instance llama.cpp uses (a wheel holds copies, not symlinks, of libggml.so and
     # libggml.so.0, so opening "libggml.so" by name could give a second registry).
@@ -137,7 +139,8 @@ def _load_cpu_backend() -> dict[str, Any]:
         )
     loaded = chosen[0] if chosen is not None else _mapped_variant()
     logger.info("llama.cpp CPU backend: %s (of %s)", loaded or "unknown", ", ".join(variants))
-    return {"dispatch": "runtime", "variant": loaded, "variants": variants}
+    skipped = {v: UNSAFE_VARIANTS[v] for v in variants if v in UNSAFE_VARIANTS}
+    return {"dispatch": "runtime", "variant": loaded, "variants": variants, "skipped": skipped}
 
 
 def best_variant(lib_dir: Path) -> tuple[str, Path] | None:
