@@ -143,7 +143,10 @@ def main() -> None:
         data = record(args)
         args.record.write_text(json.dumps(data))
     elif args.replay:
-        data = json.loads(args.replay.read_text())
+        try:
+            data = json.loads(args.replay.read_text())
+        except (OSError, ValueError) as exc:
+            parser.error(f"cannot read the recording {args.replay}: {exc}")
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)
