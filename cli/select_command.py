@@ -97,6 +97,9 @@ def _check_tau(value: float | None) -> float | None:
               help="Chunks the GGUF verifier judges per prompt [1: one at a time, as METEORA].")
 @click.option("--llm-rerank", is_flag=True,
               help="Let the bundle's GGUF model score ECSE's best candidates and re-cut them with ECSE's scores.")
+@click.option("--reject", "reject_rules", multiple=True, metavar="RULE",
+              help="A rejection rule in plain words (repeatable), e.g. 'draft notes that are not part of the signed "
+                   "agreement': --verify flags a chunk that matches it, --llm-rerank scores it down.")
 @llm_threads_option
 @context_size_option
 @click.option("--format", "fmt", type=click.Choice(FORMATS), default=None,
@@ -139,6 +142,7 @@ def select(
     llm_verify: bool,
     verify_batch: int | None,
     llm_rerank: bool,
+    reject_rules: tuple[str, ...],
     llm_threads: int,
     context_size: int | None,
     fmt: str | None,
@@ -193,6 +197,7 @@ def select(
             generate_rationales=generate_rationales, verify=llm_verify, llm_rerank=llm_rerank,
             rationale_prompt=rationale_prompt if generate_rationales else None,
             num_rationales=num_rationales if generate_rationales else None,
+            reject=list(reject_rules) or None,
             source=source_name(chunks_file) if chunks_file else None,
         )
         shots = None

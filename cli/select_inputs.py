@@ -23,6 +23,7 @@ CLI_NAMES = {
     "query": "--query", "chunks": "--chunks", "index": "--index", "rationales": "--rationale/--rationales",
     "detail": "--detail", "generate_rationales": "--generate-rationales", "verify": "--verify",
     "llm_rerank": "--llm-rerank", "rationale_prompt": "--rationale-prompt", "num_rationales": "--num-rationales",
+    "reject": "--reject",
     "bundle": "--bundle", "k_init": "--k-init", "scoring": "--scoring", "pooled_z": "--pooled-z",
     "use_ecse": "--no-ecse", "expansion_window": "--expansion-window", "elbow_z_threshold": "--elbow-z",
     "verification": "--verification", "tau_relevance": "--tau", "verification_batch": "--verify-batch",

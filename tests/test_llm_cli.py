@@ -232,3 +232,29 @@ def test_select_batches_verdicts_and_reranks_with_the_model(monkeypatch, tmp_pat
     assert data["verdicts"] and all(v["accepted"] for v in data["verdicts"])
     assert data["trace"]["config"]["verification_batch"] == 4
     assert "terminat" in data["passages"][0]["text"].lower()  # the rerank puts what the model backs first
+
+
+def test_select_reject_tells_the_rerank_to_score_a_matching_chunk_down(monkeypatch, tmp_path):
+    pytest.importorskip("llama_cpp")
+
+    def logits(prompt: str) -> dict:  # backs every termination clause, unless a rule rejects drafts
+        passage = prompt.rsplit("Passage: ", 1)[-1]
+        if "rejection rules: (1) draft notes" in prompt and "DRAFT NOTE" in passage:
+            return {"Yes": -3.0, "No": 3.0}
+        return {"Yes": 3.0 if "terminat" in passage.lower() else -3.0, "No": 0.0}
+
+    def rerank_of(*extra):
+        _runtime_on(monkeypatch, LocalLLM(FakeLlama(logits=logits)))
+        result = run("select", "--chunks", CHUNKS, "--query", "Which notice period ends the agreement?",
+                     "--bundle", str(tmp_path), "--llm-rerank", "--trace", *extra)
+        assert result.exit_code == 0, result.output
+        data = json.loads(result.output)
+        return data["trace"]["phases"][1]["details"]["llm_rerank"], [c["llm_score"] for c in data["trace"]["candidates"]
+                                                                     if "DRAFT NOTE" in c["text"]]
+
+    plain, draft_plain = rerank_of()
+    ruled, draft_ruled = rerank_of("--reject", "draft notes that are not part of the signed agreement")
+    assert plain["rules"] == [] and ruled["rules"] == ["draft notes that are not part of the signed agreement"]
+    assert draft_plain == [3.0] and draft_ruled == [-6.0]  # log P(Yes) − log P(No)
+    one_line_error(run("select", "--chunks", CHUNKS, "--query", QUERY, "--reject", "drafts"),
+                   "--reject rules are applied by the LLM; add --verify or --llm-rerank")

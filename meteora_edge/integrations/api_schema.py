@@ -135,6 +135,10 @@ def request_json_schema() -> dict[str, Any]:
                              "description": "How the GGUF model writes rationales (select --rationale-prompt)."},
         "num_rationales": {"type": "integer", "minimum": 1, "maximum": 20,
                            "description": "How many rationales the GGUF model writes (select --num-rationales)."},
+        "reject": {"anyOf": [{"type": "string", "minLength": 1},
+                             {"type": "array", "items": {"type": "string", "minLength": 1}}],
+                   "description": "Rejection rules in plain words: the GGUF verifier flags a chunk that matches one "
+                                  "and the LLM rerank scores it down (needs verify or llm_rerank; select --reject)."},
     }
     for f in fields(PipelineConfig):
         if f.name in SETTING_KEYS:

@@ -37,7 +37,7 @@ from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
-from ..selection.rationales import RationaleGenerator, resolve_rationales
+from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
 from ..selection.verification import VerifierLike
 from .budget import CUT_TO_FIT, PackDecision, TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
@@ -160,6 +160,7 @@ class EvidencePipeline:
         *,
         passages: Sequence[object] | None = None,
         rationales: object | None = None,
+        reject: Sequence[str] = (),
     ) -> PipelineResult:
         """Run every phase for ``query``.
 
@@ -167,6 +168,10 @@ class EvidencePipeline:
             query: the question (non-empty).
             passages: candidate documents of any accepted shape; without them the index is searched.
             rationales: given rationales (text or list); else the generator, else the query.
+            reject: rejection rules in plain words ("draft notes that are not part of the signed
+                agreement"); they join the first rationale's flag instructions, so the LLM verifier
+                flags a chunk that matches one and the LLM rerank scores it down. Without an LLM role
+                they change nothing.
 
         Returns:
             A :class:`PipelineResult`; its ``documents`` are the caller's objects (or the index records).
@@ -183,7 +188,9 @@ class EvidencePipeline:
                                             "encoder_precision": getattr(self.encoder, "precision_choice", None),
                                             "tokenizer": self.token_counter.identity,
                                             "analyzer": f"{self.analyzer.name}:{self.analyzer.version}"})
-        run = _Run(self, query, trace)
+        if isinstance(reject, str) or any(not isinstance(r, str) or not r.strip() for r in reject):
+            raise InputError("reject must be a list of non-empty strings (rejection rules)")
+        run = _Run(self, query, trace, tuple(" ".join(r.split()) for r in reject))
         run.candidates(passages)
         run.selection(rationales)
         run.verify()
@@ -195,8 +202,9 @@ class EvidencePipeline:
 class _Run:
     """The state of one pipeline run; each method is one phase."""
 
-    def __init__(self, pipe: EvidencePipeline, query: str, trace: Trace) -> None:
+    def __init__(self, pipe: EvidencePipeline, query: str, trace: Trace, reject: tuple[str, ...] = ()) -> None:
         self.pipe, self.cfg, self.query, self.trace = pipe, pipe.config, query, trace
+        self.reject = reject
         self.texts: list[str] = []
         self.docs: list[Any] = []
         self.ids: list[int] = []
@@ -311,9 +319,9 @@ class _Run:
                 from ..selection.auto_rationales import question_rationales
 
                 chosen = question_rationales(self.query)[0] + list(chosen)
-            self.rationales = chosen
+            self.rationales = with_rules(chosen, self.reject)
             self._phase("selection", t0, f"ECSE off; {len(self.order)} candidates pass on ({origin} rationales)",
-                        rationale_source=origin, rationales=[r.to_dict() for r in chosen], ecse=False)
+                        rationale_source=origin, rationales=[r.to_dict() for r in self.rationales], ecse=False)
             return
         selector = MeteoraSelector(pipe.encoder, expansion_window=cfg.expansion_window,
                                    elbow_z_threshold=cfg.elbow_z_threshold, scoring=cfg.scoring,
@@ -334,7 +342,7 @@ class _Run:
         else:
             result = selector.select(self.texts, chosen, chunk_vectors=self.vectors,
                                      lexical_index=self._lexical_index())
-        self.rationales, self.rationale_vectors = result.rationales, result.rationale_vectors
+        self.rationales, self.rationale_vectors = with_rules(result.rationales, self.reject), result.rationale_vectors
         if len(self.rationales) > cfg.max_rationales:
             raise InputError(f"{len(self.rationales)} rationales, over max_rationales={cfg.max_rationales}")
         scores = result.scores()
@@ -358,7 +366,11 @@ class _Run:
         cfg, scorer = self.cfg, self.pipe.relevance_scorer
         assert scorer is not None and cfg.llm_pool is not None
         pool = rerank_pool(scores, selected=self.order, pool=cfg.llm_pool)
-        llm = np.asarray(scorer.score(self.query, [self.texts[p] for p in pool]), dtype=np.float64).reshape(-1)
+        rules = flag_rules(self.rationales)
+        applied = bool(rules) and bool(getattr(scorer, "reads_rules", False))
+        passages = [self.texts[p] for p in pool]
+        raw = scorer.score(self.query, passages, rules=rules) if applied else scorer.score(self.query, passages)
+        llm = np.asarray(raw, dtype=np.float64).reshape(-1)
         if llm.shape[0] != len(pool) or not np.isfinite(llm).all():
             raise ModelError(f"the relevance scorer returned {llm.shape[0]} scores for {len(pool)} passages, or non-finite values")
         ecse = np.asarray([scores[p] for p in pool], dtype=np.float64)
@@ -373,7 +385,7 @@ class _Run:
             self.records[position].selected = False
         self.order = kept
         return {"pool": [self.labels[p] for p in pool], "kept": [self.labels[p] for p in kept],
-                "weight": cfg.llm_weight, "z": cfg.llm_z}
+                "weight": cfg.llm_weight, "z": cfg.llm_z, "rules": list(rules), "rules_applied": applied}
 
     def _retrieve_for(self, index: CorpusIndex, rationale: Any) -> None:
         """Fetch the index's best chunks for one rule-written rationale into the candidates.

@@ -35,7 +35,7 @@ __all__ = ["SelectRequest", "RequestError", "REQUEST_KEYS", "SETTING_KEYS", "LIM
 #: ``hops``: one short rationale per hop of the question; ``meteora``: METEORA's general few-shot prompt
 RATIONALE_PROMPTS = ("hops", "meteora")
 REQUEST_KEYS = ("query", "chunks", "index", "rationales", "detail", "generate_rationales", "verify", "llm_rerank",
-                "rationale_prompt", "num_rationales")
+                "rationale_prompt", "num_rationales", "reject")
 SETTING_KEYS = tuple(f.name for f in fields(PipelineConfig) if f.name != "rationales")
 LIMIT_KEYS = ("max_candidates", "max_chunk_chars", "max_rationales")
 
@@ -112,6 +112,9 @@ class SelectRequest:
         llm_rerank: the GGUF model scores ECSE's best candidates, which are re-cut with ECSE's scores.
         rationale_prompt, num_rationales: the generated rationales' prompt (:data:`RATIONALE_PROMPTS`) and count
             (None: the runtime's).
+        reject: rejection rules in plain words (a string or a list), e.g. "draft notes that are not part of
+            the signed agreement": the LLM verifier flags a chunk that matches one and the LLM rerank scores it
+            down (they join the first rationale's flag instructions); needs ``verify`` or ``llm_rerank``.
         settings: :class:`PipelineConfig` settings by name, with ``select``'s defaults (see
             :func:`~meteora_edge.pipeline.config.select_config`); the resource limits may only be lowered.
         source: the name reported as the passages' source when a chunk names none (the chunks file).
@@ -132,12 +135,15 @@ class SelectRequest:
     llm_rerank: bool = False
     rationale_prompt: str | None = None
     num_rationales: int | None = None
+    reject: Any = None
     settings: Mapping[str, Any] = field(default_factory=dict)
     source: str | None = None
     #: the checked settings the pipeline runs with (computed)
     config: PipelineConfig = field(init=False, repr=False)
     #: the given rationales, numbered 1..N (computed; empty when none or a strategy was given)
     given_rationales: tuple[Rationale, ...] = field(init=False, repr=False)
+    #: the rejection rules, whitespace folded (computed; empty when none were given)
+    reject_rules: tuple[str, ...] = field(init=False, repr=False)
 
     def __post_init__(self) -> None:
         query = _typed("query", self.query, (str,), "a string")
@@ -192,6 +198,22 @@ class SelectRequest:
         object.__setattr__(self, "settings", settings)
         object.__setattr__(self, "config", config)
         object.__setattr__(self, "given_rationales", given)
+        object.__setattr__(self, "reject_rules", self._reject_rules())
+
+    def _reject_rules(self) -> tuple[str, ...]:
+        value = self.reject
+        if value is None:
+            return ()
+        items = [value] if isinstance(value, str) else value
+        if not isinstance(items, (list, tuple)) or any(not isinstance(r, str) or not r.strip() for r in items):
+            raise RequestError("'reject' must be a rule or a list of rules, each a non-empty string")
+        if not items:
+            return ()
+        for rule in items:
+            check_unicode(rule, "'reject'")
+        if not (self.verify or self.llm_rerank):
+            raise RequestError("'reject' rules are applied by the LLM; add 'verify' or 'llm_rerank'")
+        return tuple(dict.fromkeys(" ".join(r.split()) for r in items))
 
     @property
     def uses_index(self) -> bool:
@@ -261,6 +283,8 @@ def request_json_schema() -> dict[str, Any]:
         "llm_rerank": {"type": "boolean", "default": False},
         "rationale_prompt": {"enum": list(RATIONALE_PROMPTS)},
         "num_rationales": {"type": "integer", "minimum": 1, "maximum": 20},
+        "reject": {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}],
+                   "description": "Rejection rules the LLM verifier and rerank apply (needs verify or llm_rerank)."},
     }
     return {"title": "SelectRequest", "type": "object", "additionalProperties": False,
             "properties": {**keys, **settings}}

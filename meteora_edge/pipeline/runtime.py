@@ -294,7 +294,7 @@ class SelectRuntime:
         pipe = self.pipeline(request)
         query = request.query or request.given_rationales[0].text
         return pipe.run(query, passages=None if request.uses_index else list(request.chunks),
-                        rationales=list(request.given_rationales) or None)
+                        rationales=list(request.given_rationales) or None, reject=request.reject_rules)
 
     def run(self, request: SelectRequest) -> dict[str, Any]:
         """Run ``request`` and return ``select``'s JSON object.

@@ -17,6 +17,11 @@ other batch shapes moves the scores a little. It is off by default: on a 2-core 
 was not measurably faster (docs/llm-rerank-speed.md). Other stand-ins for ``llama_cpp.Llama``
 (test fakes) are always scored one passage at a time.
 
+Rejection rules (``score(..., rules=[...])``: a rationale's flag instructions, or the user's
+``reject`` rules) join the ask — "Answer No if the passage matches one of these rejection
+rules" — in the shared prefix, so they cost no tokens per passage. Without rules the prompt is
+exactly the one the dev-set figures were measured with.
+
 Used by the pipeline's LLM rerank (``PipelineConfig.llm_pool``): the scores of ECSE's best
 candidates join their ECSE scores (both standardised over those candidates). Judging one
 passage per prompt is deliberate: measured on the dev data, small models judge passages
@@ -50,6 +55,7 @@ _ASK = ("\n\nDoes this passage give a fact needed to answer the question, either
         "or thing the answer depends on? Answer Yes or No.")
 _ASK_FIRST = ("Does the passage below give a fact needed to answer the question, either directly or about a person, "
               "place or thing the answer depends on? Answer Yes or No.")
+_RULES = " Answer No if the passage matches one of these rejection rules: {rules}"
 _YES, _NO = "Yes", "No"
 
 
@@ -70,6 +76,9 @@ class LlamaRelevanceScorer:
     Raises:
         ConfigError: an option out of range.
     """
+
+    #: :meth:`score` takes rejection rules (the pipeline's rerank passes the rationales' flag instructions)
+    reads_rules = True
 
     def __init__(
         self,
@@ -95,13 +104,18 @@ class LlamaRelevanceScorer:
         self._answer_ids: tuple[int, int] | None = None
         self._evaluator: BranchEvaluator | None = None
 
-    def messages(self, query: str, passage: str) -> list[ChatMessage]:
+    def messages(self, query: str, passage: str, rules: Sequence[str] = ()) -> list[ChatMessage]:
         """The prompt for one passage: the question first (the shared prefix), the passage, the question asked
-        (with ``ask_first`` the ask comes before the passage, inside the shared prefix)."""
+        (with ``ask_first`` the ask comes before the passage, inside the shared prefix). ``rules`` (rejection
+        rules, e.g. rationales' flag instructions) join the ask: a passage that matches one must get a No."""
         domain = f" in {self.domain}" if self.domain else ""
         question = f"Question: {' '.join(query.split())}\n\n"
-        parts = ((f"{question}{_ASK_FIRST}\n\nPassage: ", passage) if self.ask_first
-                 else (f"{question}Passage: ", passage, _ASK))
+        ask_first, ask = _ASK_FIRST, _ASK
+        if rules:
+            listed = _RULES.format(rules=" ".join(f"({i}) {_sentence(r)}" for i, r in enumerate(rules, start=1)))
+            ask_first, ask = (text.replace(" Answer Yes or No.", f"{listed} Answer Yes or No.") for text in (ask_first, ask))
+        parts = ((f"{question}{ask_first}\n\nPassage: ", passage) if self.ask_first
+                 else (f"{question}Passage: ", passage, ask))
         return [ChatMessage("system", (_SYSTEM.format(domain=domain),)), ChatMessage("user", parts)]
 
     def _answers(self) -> tuple[int, int]:
@@ -115,18 +129,24 @@ class LlamaRelevanceScorer:
     def _clip(self, passage: str) -> str:
         return " ".join(passage.split())[: self.max_passage_chars]
 
-    def score(self, query: str, passages: Sequence[str]) -> np.ndarray:
+    def score(self, query: str, passages: Sequence[str], *, rules: Sequence[str] = ()) -> np.ndarray:
         """``log P(Yes) − log P(No)`` for each passage (higher: more useful to answer ``query``).
 
+        ``rules``: rejection rules in plain words (a rationale's flag instructions, or the user's); the model
+        is told to answer No for a passage that matches one. They are part of the prefix every passage shares.
+
         Raises:
-            InputError: an empty query.
+            InputError: an empty query, or a rule that is not a non-empty string.
             ModelError: a prompt does not fit the context, or llama.cpp failed.
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the relevance scorer needs a non-empty query")
+        if isinstance(rules, str) or any(not isinstance(r, str) or not r.strip() for r in rules):
+            raise InputError("rules must be a list of non-empty strings")
         yes, no = self._answers()
         started = time.perf_counter()
-        prompts = [self.model.chat_tokens(self.messages(query, self._clip(str(p)))) for p in passages]
+        rules = tuple(rules)
+        prompts = [self.model.chat_tokens(self.messages(query, self._clip(str(p)), rules)) for p in passages]
         evaluator = self._branch_evaluator() if prompts else None
         if evaluator is None:
             rows = [self.model.next_token_logprobs(tokens, (yes, no)) for tokens in prompts]
@@ -155,6 +175,12 @@ class LlamaRelevanceScorer:
 
     def __repr__(self) -> str:
         return f"LlamaRelevanceScorer(model={self.model!r})"
+
+
+def _sentence(rule: str) -> str:
+    """A rule as one sentence: whitespace folded, a final full stop added when it has none."""
+    text = " ".join(rule.split())
+    return text if text[-1] in ".!?" else f"{text}."
 
 
 def _shared_prefix(prompts: Sequence[Sequence[int]]) -> int:

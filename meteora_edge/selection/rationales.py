@@ -20,6 +20,7 @@ from ..errors import ConfigError, InputError
 
 __all__ = [
     "Rationale", "RationaleGenerator", "parse_rationales", "format_rationales", "as_rationales", "resolve_rationales",
+    "with_rules", "flag_rules",
 ]
 
 RationaleGenerator = Union[Callable[[str], object], Callable[[str, Sequence[str]], object], Any]
@@ -55,6 +56,36 @@ class Rationale:
         label = f"[{self.label}] " if self.label else ""
         flag = f" Flag Instructions: {self.flag_instructions}" if self.flag_instructions else ""
         return f"<rationale_{self.index}>{label}{self.text}{flag}</rationale_{self.index}>"
+
+
+def with_rules(rationales: Sequence[Rationale], rules: Sequence[str]) -> list[Rationale]:
+    """``rationales`` with ``rules`` (rejection rules) added to the first one's flag instructions.
+
+    One place is enough: the verifier reads every rationale's flag instructions, and so does the
+    LLM rerank (:func:`flag_rules`). A rule the first rationale already carries is not repeated.
+
+    Example:
+        >>> with_rules([Rationale("notice period")], ["drafts"])[0].flag_instructions
+        'drafts'
+    """
+    out = list(rationales)
+    if not out or not rules:
+        return out
+    first = out[0]
+    have = [first.flag_instructions] if first.flag_instructions else []
+    merged = have + [r for r in rules if r not in have]
+    out[0] = Rationale(first.text, first.index, first.label, "; ".join(merged))
+    return out
+
+
+def flag_rules(rationales: Sequence[Rationale]) -> tuple[str, ...]:
+    """Every rationale's flag instructions, once each, in order.
+
+    Example:
+        >>> flag_rules([Rationale("a", 1, None, "drafts"), Rationale("b", 2), Rationale("c", 3, None, "drafts")])
+        ('drafts',)
+    """
+    return tuple(dict.fromkeys(r.flag_instructions for r in rationales if getattr(r, "flag_instructions", None)))
 
 
 _STRICT = re.compile(r"<rationale_(\d+)>(.*?)</rationale_\1>", re.S | re.I)

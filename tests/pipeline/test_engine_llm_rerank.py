@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from meteora_edge.errors import ModelError
+from meteora_edge.errors import InputError, ModelError
 from meteora_edge.models.analyzer import UNICODE_WORDS
 from meteora_edge.pipeline.engine import EvidencePipeline, PipelineConfig
 from meteora_edge.pipeline.rerank import combined_scores
@@ -56,7 +56,8 @@ def test_ecse_alone_keeps_chunks_2_and_0():
 def test_the_rerank_records_its_pool_its_cut_and_its_settings():
     result = _run(TableScorer(), llm_weight=1.5, llm_z=0.5)
     selection = result.trace.phase("selection")
-    assert selection.details["llm_rerank"] == {"pool": [2, 0, 3, 1], "kept": [0, 1], "weight": 1.5, "z": 0.5}
+    assert selection.details["llm_rerank"] == {"pool": [2, 0, 3, 1], "kept": [0, 1], "weight": 1.5, "z": 0.5,
+                                               "rules": [], "rules_applied": False}
     assert selection.summary.endswith("; LLM rerank of 4 kept 2")
     assert result.ids == [0, 1]
 
@@ -93,3 +94,45 @@ def test_a_missing_score_is_a_model_error():
     with pytest.raises(ModelError, match="relevance scorer returned 4 scores for 4 passages, or non-finite values"):
         _run(TableScorer(values=[1.0, None, 0.0, 2.0]))
 
+
+
+class RuleScorer(TableScorer):
+    """Reads rejection rules: a passage holding a word a rule names scores as the scorer's worst."""
+
+    reads_rules = True
+
+    def score(self, query, passages, rules=()):
+        self.rules = list(rules)
+        scores = np.asarray(super().score(query, passages), dtype=float)
+        banned = {w for r in rules for w in r.split()}
+        return np.array([-9.0 if banned & set(p.rstrip(".").split()) else s for p, s in zip(passages, scores)])
+
+
+def test_rejection_rules_reach_the_scorer_and_push_a_matching_chunk_out():
+    """Without a rule the rerank keeps 0 and 1; the user's rule naming "Protocol" drops chunk 1."""
+    scorer = RuleScorer()
+    result = EvidencePipeline(_config(), relevance_scorer=scorer, analyzer=UNICODE_WORDS).run(
+        QUESTION, passages=PASSAGES, reject=["  passages   about Protocol "])
+    assert scorer.rules == ["passages about Protocol"]
+    rerank = result.trace.phase("selection").details["llm_rerank"]
+    assert rerank["rules"] == ["passages about Protocol"] and rerank["rules_applied"] is True
+    assert 1 not in result.ids and result.ids[0] == 0
+    assert result.trace.phase("selection").details["rationales"][0]["flag_instructions"] == "passages about Protocol"
+
+
+def test_a_rationale_s_flag_instructions_are_rules_too_and_a_scorer_without_rules_is_recorded_as_such():
+    given = [{"text": QUESTION, "flag_instructions": "passages about Protocol"}]
+    scorer = RuleScorer()
+    EvidencePipeline(_config(), relevance_scorer=scorer, analyzer=UNICODE_WORDS).run(
+        QUESTION, passages=PASSAGES, rationales=given, reject=["passages about Protocol", "drafts"])
+    assert scorer.rules == ["passages about Protocol; drafts"]  # merged into the first rationale, not repeated
+    plain = EvidencePipeline(_config(), relevance_scorer=TableScorer(), analyzer=UNICODE_WORDS).run(
+        QUESTION, passages=PASSAGES, reject=["drafts"])
+    rerank = plain.trace.phase("selection").details["llm_rerank"]
+    assert rerank["rules"] == ["drafts"] and rerank["rules_applied"] is False  # TableScorer.score takes no rules
+
+
+@pytest.mark.parametrize("reject", ["drafts", [""], [3]])
+def test_rejection_rules_must_be_a_list_of_words(reject):
+    with pytest.raises(InputError, match="reject must be a list of non-empty strings"):
+        EvidencePipeline(_config(), analyzer=UNICODE_WORDS).run(QUESTION, passages=PASSAGES, reject=reject)

@@ -106,6 +106,27 @@ def test_scorer_checks_its_inputs():
     assert scorer.score("q", ["x" * 50 + " terminate"]).tolist() == [-3.0]  # cut before the word that counts
 
 
+def test_rejection_rules_join_the_ask_in_the_shared_prefix_and_no_rule_leaves_the_prompt_as_it_was():
+    plain_fake, ruled_fake = FakeLlama(logits=_passage_logits), FakeLlama(logits=_passage_logits)
+    passages = ["Either party may terminate.", "Fees are monthly."]
+    LlamaRelevanceScorer(LocalLLM(plain_fake)).score("Who may terminate?", passages, rules=())
+    scorer = LlamaRelevanceScorer(LocalLLM(ruled_fake))
+    scorer.score("Who may terminate?", passages, rules=["draft  notes", "superseded terms!"])
+    plain, ruled = plain_fake.prompt_text(0), ruled_fake.prompt_text(0)
+    assert "rejection rules" not in plain
+    assert ("Answer No if the passage matches one of these rejection rules: (1) draft notes. (2) superseded terms! "
+            "Answer Yes or No.") in ruled
+    assert ruled.index("rejection rules") < ruled.index("Either party")  # in the prefix every passage shares
+    assert ruled.replace(" Answer No if the passage matches one of these rejection rules: (1) draft notes. "
+                         "(2) superseded terms!", "") == plain
+    after = FakeLlama(logits=_passage_logits)
+    LlamaRelevanceScorer(LocalLLM(after), ask_first=False).score("Who may terminate?", passages, rules=["drafts"])
+    assert after.prompt_text(0).index("Either party") < after.prompt_text(0).index("(1) drafts.")
+    for bad in ("drafts", [""], [None]):
+        with pytest.raises(InputError, match="rules must be a list of non-empty strings"):
+            scorer.score("q", ["x"], rules=bad)
+
+
 # -- in the pipeline -------------------------------------------------------------------------
 
 PASSAGES = [

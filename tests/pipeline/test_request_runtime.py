@@ -37,6 +37,9 @@ BAD = [
      "'rationale_prompt' must be one of hops, meteora"),
     ({"chunks": CHUNKS, "query": Q, "llm_rerank": "yes"}, "'llm_rerank' must be true or false, got str"),
     ({"chunks": CHUNKS, "query": Q, "settings": {"max_candidates": 10**6}}, "'max_candidates' may only lower the limit"),
+    ({"chunks": CHUNKS, "query": Q, "reject": "drafts"}, "'reject' rules are applied by the LLM; add 'verify' or 'llm_rerank'"),
+    ({"chunks": CHUNKS, "query": Q, "llm_rerank": True, "reject": ["drafts", " "]}, "'reject' must be a rule or a list"),
+    ({"chunks": CHUNKS, "query": Q, "verify": True, "reject": {"rule": "drafts"}}, "'reject' must be a rule or a list"),
 ]
 
 
@@ -66,6 +69,14 @@ def test_a_json_body_and_the_python_call_make_the_same_request():
     assert body.batched and body.needs_llm == ("verify", "llm_rerank")
     with pytest.raises(RequestError, match="unknown key"):
         request_from_json({"query": Q, "chunks": CHUNKS, "settings": {}})
+
+
+def test_rejection_rules_are_folded_and_kept_once_in_order():
+    request = request_from_json({"query": Q, "chunks": CHUNKS, "llm_rerank": True,
+                                 "reject": ["draft  notes", "superseded terms", "draft notes"]})
+    assert request.reject_rules == ("draft notes", "superseded terms")
+    assert SelectRequest(query=Q, chunks=CHUNKS, verify=True, reject="drafts").reject_rules == ("drafts",)
+    assert SelectRequest(query=Q, chunks=CHUNKS).reject_rules == ()
 
 
 def test_the_json_schema_lists_every_request_key_and_setting():
