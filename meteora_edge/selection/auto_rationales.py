@@ -11,9 +11,13 @@ except the dot of an initial (*Roger O. Egeberg*). Function words at the start o
 are dropped (the capitalised first word of *Were Scott Derrickson …*).
 
 **Parts of the question.** A question that compares (it holds a comparison word such as
-*both*, *same*, *or*, *than*, *older* and at least two names, with *and*/*or* separating
-names) becomes one rationale per name: the name followed by the question's other content
-words (*"Ed Wood nationality"*). Any other question is its own first rationale.
+*both*, *same*, *or*, *than*, *older* and at least two names joined by *and*, *or* or a comma,
+:func:`compared_names`) becomes one rationale per compared name: the name followed by the
+question's other content words (*"Ed Wood nationality"*; a name outside the comparison, such
+as *Michigan* in *Are both A and B located in Michigan?*, stays in those words). Names that
+are not joined are no comparison (*Receiving Party shall not disclose that the Agreement was
+agreed or negotiated* is one statement, whatever its *or*). Any other question is its own
+first rationale.
 
 **The second hop.** A bridge question names only the start of its chain: the evidence for
 the second step mentions an entity that only the first step's evidence reveals ("the woman
@@ -49,7 +53,7 @@ from dataclasses import dataclass, field
 
 from .rationales import Rationale
 
-__all__ = ["find_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale",
+__all__ = ["find_names", "compared_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale",
            "plan_second_hop", "SecondHop"]
 
 _STOP = frozenset(
@@ -135,9 +139,61 @@ def content_words(text: str, exclude: Sequence[str] = ()) -> list[str]:
     return [w for w in _CONTENT.findall(text) if w.lower() not in _STOP and w.lower() not in excluded]
 
 
+_COORDINATORS = frozenset({"and", "or", "&", "vs", "versus", "than"})
+_GAP_WORD = re.compile(r"[^\s,\"“”'‘’.:;!?()]+")
+
+
+def _coordinates(gap: str) -> bool:
+    """Whether the text between two names joins them: *and*/*or*/*than*/*&*/*vs* with at most two other words
+    (what a name run left out: *For* of *For Against*, *888 7th* of *888 7th Avenue*), or a bare comma;
+    no other punctuation."""
+    if re.search(r"[.:;!?()]", gap.replace("vs.", "vs")):
+        return False
+    words = [w.lower() for w in _GAP_WORD.findall(gap)]
+    others = sum(w not in _COORDINATORS for w in words)
+    if any(w in _COORDINATORS for w in words):
+        return others <= 2
+    return "," in gap and others == 0
+
+
+def compared_names(question: str) -> list[str]:
+    """The names ``question`` coordinates (``A and B``, ``A or B``, ``A, B and C``), in order; ``[]`` if none.
+
+    Names joined by a comma, *and*, *or*, *than*, *&*, *vs* or *versus* (with at most two other words
+    between them, see :func:`_coordinates`) are compared things; names elsewhere in the question
+    (*Illinois* in *Which band, Pavement or Hum, is from Illinois?*) are not.
+
+    Example:
+        >>> compared_names("Which band, Pavement or Hum, is from Illinois?")
+        ['Pavement', 'Hum']
+        >>> compared_names("Receiving Party shall not disclose that the Agreement was agreed or negotiated.")
+        []
+    """
+    names = find_names(question, split_and_or=True)
+    spans: list[tuple[int, int]] = []
+    cursor = 0
+    for name in names:
+        start = question.find(name, cursor)
+        if start < 0:
+            return []
+        spans.append((start, start + len(name)))
+        cursor = start + len(name)
+    best: list[str] = []
+    group = [0] if names else []
+    for i in range(1, len(names) + 1):
+        joined = i < len(names) and _coordinates(question[spans[i - 1][1] : spans[i][0]])
+        if joined:
+            group.append(i)
+            continue
+        if len(group) >= 2 and len(group) > len(best):
+            best = [names[j] for j in group]
+        group = [i]
+    return best
+
+
 def is_comparison(question: str) -> bool:
-    """Whether the question compares two or more named things (see the module rules)."""
-    return bool(_COMPARISON.search(question)) and len(find_names(question, split_and_or=True)) >= 2
+    """Whether the question compares two or more named things: a comparison word and coordinated names."""
+    return bool(_COMPARISON.search(question)) and len(compared_names(question)) >= 2
 
 
 def question_rationales(question: str) -> tuple[list[Rationale], str]:
@@ -149,7 +205,7 @@ def question_rationales(question: str) -> tuple[list[Rationale], str]:
     """
     text = " ".join(question.split())
     if is_comparison(text):
-        names = find_names(text, split_and_or=True)
+        names = compared_names(text)
         predicate = " ".join(content_words(text, names))
         parts = [" ".join(f"{name} {predicate}".split()) for name in names]
         return [Rationale(part, i, "part") for i, part in enumerate(parts, start=1)], "comparison"

@@ -4,6 +4,7 @@ import pytest
 
 from meteora_edge import HashingEncoder, MeteoraSelector
 from meteora_edge.selection.auto_rationales import (
+    compared_names,
     content_words,
     find_names,
     is_comparison,
@@ -52,9 +53,31 @@ def test_content_words_drop_function_words_and_names():
     ("Are Local H and For Against both from the United States?", True),
     ("What government position was held by the woman who portrayed Corliss Archer?", False),
     ("Which is larger?", False),  # a comparison word but nothing named to compare
+    # names and an "or", but the names are not joined: one statement, not a comparison
+    ("Buyer Corp shall not tell Seller Ltd whether the deal was signed or negotiated.", False),
+    ("Is Lake Baikal deeper than Lake Tanganyika?", True),
 ])
 def test_is_comparison(question, comparison):
     assert is_comparison(question) is comparison
+
+
+@pytest.mark.parametrize("question, names", [
+    ("Which band, Pavement or Hum, is from Illinois?", ["Pavement", "Hum"]),
+    ("Are both Elm Park and Oak Hill Station located in Ohio?", ["Elm Park", "Oak Hill Station"]),
+    ("Are Local H and For Against both from the United States?", ["Local H", "Against"]),  # "For" left the run
+    ("Who is older, Ann Lee, Bo Diaz or Cy Young?", ["Ann Lee", "Bo Diaz", "Cy Young"]),
+    ("Buyer Corp shall not tell Seller Ltd whether the deal was signed or negotiated.", []),
+    ("Which dog descends from Gordon and Irish Setters: the Manchester Terrier or the Scotch Collie?",
+     ["Gordon", "Irish Setters"]),  # two joined groups: the first of the largest
+])
+def test_compared_names_are_the_names_joined_by_and_or_or_a_comma(question, names):
+    assert compared_names(question) == names
+
+
+def test_a_name_outside_the_comparison_joins_every_part():
+    rationales, kind = question_rationales("Are both Elm Park and Oak Hill Station located in Ohio?")
+    assert kind == "comparison"
+    assert [r.text for r in rationales] == ["Elm Park located Ohio", "Oak Hill Station located Ohio"]
 
 
 def test_a_comparison_becomes_one_rationale_per_name():
