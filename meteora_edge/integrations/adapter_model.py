@@ -56,8 +56,8 @@ class SelectorModel(BaseModel):
         score_threshold: keep only documents whose score (the report's ``score_name``: the
             cross-encoder's probability, ECSE's selection score or the retrieval score) is at
             least this (None: no threshold).
-        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision, runtime, llm_rerank:
-            see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
+        rationales, rationale_generator, verifier, tokenizer, detail, threads, precision, runtime, llm_rerank,
+        reject: see :class:`~meteora_edge.integrations.embedded.DocumentSelector`.
 
     Raises:
         ConfigError, BundleError, MissingExtraError: bad settings or a bundle that cannot load.
@@ -79,6 +79,7 @@ class SelectorModel(BaseModel):
     precision: str = "auto"
     runtime: Optional[Any] = None
     llm_rerank: bool = False
+    reject: Optional[Any] = None
     _selector: DocumentSelector = PrivateAttr()
     _last_report: contextvars.ContextVar = PrivateAttr()
 
@@ -94,7 +95,7 @@ class SelectorModel(BaseModel):
             bundle=self.bundle, encoder=self.encoder, settings=self.settings, rationales=self.rationales,
             rationale_generator=self.rationale_generator, verifier=self.verifier, tokenizer=self.tokenizer,
             detail=self.detail, threads=self.threads, precision=self.precision, runtime=self.runtime,
-            llm_rerank=self.llm_rerank,
+            llm_rerank=self.llm_rerank, reject=self.reject,
         )
         self._last_report = contextvars.ContextVar(f"meteora_edge_report_{id(self)}", default=None)
 

@@ -63,6 +63,8 @@ class DocumentSelector:
         runtime: a :class:`~meteora_edge.pipeline.runtime.SelectRuntime` to run on (e.g. one with a GGUF
             model) instead of one loaded from ``bundle``/``encoder`` and the roles above.
         llm_rerank: let the runtime's GGUF model rerank ECSE's best candidates.
+        reject: rejection rules in plain words (a string or a list) for every query: the LLM verifier
+            flags a chunk that matches one and the LLM rerank scores it down (needs one of them).
 
     Raises:
         ConfigError: an unknown setting, a value out of range, or both ``bundle`` and ``encoder``.
@@ -84,6 +86,7 @@ class DocumentSelector:
         precision: str = "auto",
         runtime: SelectRuntime | None = None,
         llm_rerank: bool = False,
+        reject: Any = None,
     ) -> None:
         if bundle is not None and encoder is not None:
             raise ConfigError("give a bundle or an encoder, not both")
@@ -93,7 +96,7 @@ class DocumentSelector:
         if verifier is not None:
             self.settings.setdefault("verification", "llm")
         self.rationales = as_rationales(rationales) if rationales is not None else None
-        self.detail, self.llm_rerank = detail, llm_rerank
+        self.detail, self.llm_rerank, self.reject = detail, llm_rerank, reject
         self.generate = rationale_generator is not None
         probe = self.request(_PROBE)  # refuse bad settings now, not per call
         if runtime is None:
@@ -114,7 +117,7 @@ class DocumentSelector:
         return SelectRequest(query=query, chunks=list(documents), rationales=self.rationales, detail=self.detail,
                              generate_rationales=self.generate and not self.rationales, verify=bool(
                                  self.settings.get("verification") == "llm"), llm_rerank=self.llm_rerank,
-                             settings=self.settings)
+                             reject=self.reject, settings=self.settings)
 
     @property
     def last_report(self) -> dict[str, Any] | None:

@@ -188,7 +188,7 @@ class EvidencePipeline:
                                             "encoder_precision": getattr(self.encoder, "precision_choice", None),
                                             "tokenizer": self.token_counter.identity,
                                             "analyzer": f"{self.analyzer.name}:{self.analyzer.version}"})
-        if isinstance(reject, str) or any(not isinstance(r, str) or not r.strip() for r in reject):
+        if not isinstance(reject, (list, tuple)) or any(not isinstance(r, str) or not r.strip() for r in reject):
             raise InputError("reject must be a list of non-empty strings (rejection rules)")
         run = _Run(self, query, trace, tuple(" ".join(r.split()) for r in reject))
         run.candidates(passages)

@@ -141,7 +141,7 @@ class LlamaRelevanceScorer:
         """
         if not isinstance(query, str) or not query.strip():
             raise InputError("the relevance scorer needs a non-empty query")
-        if isinstance(rules, str) or any(not isinstance(r, str) or not r.strip() for r in rules):
+        if not isinstance(rules, (list, tuple)) or any(not isinstance(r, str) or not r.strip() for r in rules):
             raise InputError("rules must be a list of non-empty strings")
         yes, no = self._answers()
         started = time.perf_counter()

@@ -173,6 +173,14 @@ def test_bad_top_n_or_threshold_is_refused_when_the_adapter_is_made(adapter, kwa
     assert str(caught.value) == message
 
 
+@pytest.mark.parametrize("adapter", [MeteoraCompressor, MeteoraNodePostprocessor])
+def test_rejection_rules_without_an_llm_role_are_refused_when_the_adapter_is_made(adapter):
+    from meteora_edge.pipeline.request import RequestError
+
+    with pytest.raises(RequestError, match="'reject' rules are applied by the LLM; add 'verify' or 'llm_rerank'"):
+        adapter(reject="draft notes")
+
+
 # -- LlamaIndex -----------------------------------------------------------------------------
 
 def _nodes(texts=None) -> list[NodeWithScore]:

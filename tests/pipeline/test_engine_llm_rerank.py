@@ -132,7 +132,7 @@ def test_a_rationale_s_flag_instructions_are_rules_too_and_a_scorer_without_rule
     assert rerank["rules"] == ["drafts"] and rerank["rules_applied"] is False  # TableScorer.score takes no rules
 
 
-@pytest.mark.parametrize("reject", ["drafts", [""], [3]])
+@pytest.mark.parametrize("reject", ["drafts", [""], [3], 5, None])
 def test_rejection_rules_must_be_a_list_of_words(reject):
     with pytest.raises(InputError, match="reject must be a list of non-empty strings"):
         EvidencePipeline(_config(), analyzer=UNICODE_WORDS).run(QUESTION, passages=PASSAGES, reject=reject)

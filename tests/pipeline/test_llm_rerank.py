@@ -122,7 +122,7 @@ def test_rejection_rules_join_the_ask_in_the_shared_prefix_and_no_rule_leaves_th
     after = FakeLlama(logits=_passage_logits)
     LlamaRelevanceScorer(LocalLLM(after), ask_first=False).score("Who may terminate?", passages, rules=["drafts"])
     assert after.prompt_text(0).index("Either party") < after.prompt_text(0).index("(1) drafts.")
-    for bad in ("drafts", [""], [None]):
+    for bad in ("drafts", [""], [None], 7):
         with pytest.raises(InputError, match="rules must be a list of non-empty strings"):
             scorer.score("q", ["x"], rules=bad)
 
