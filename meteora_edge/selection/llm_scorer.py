@@ -52,10 +52,11 @@ logger = logging.getLogger(__name__)
 
 _SYSTEM = "You check evidence for a question-answering system{domain}."
 _ASK = ("\n\nDoes this passage give a fact needed to answer the question, either directly or about a person, place "
-        "or thing the answer depends on? Answer Yes or No.")
+        "or thing the answer depends on?")
 _ASK_FIRST = ("Does the passage below give a fact needed to answer the question, either directly or about a person, "
-              "place or thing the answer depends on? Answer Yes or No.")
+              "place or thing the answer depends on?")
 _RULES = " Answer No if the passage matches one of these rejection rules: {rules}"
+_ANSWER = " Answer Yes or No."
 _YES, _NO = "Yes", "No"
 
 
@@ -110,12 +111,9 @@ class LlamaRelevanceScorer:
         rules, e.g. rationales' flag instructions) join the ask: a passage that matches one must get a No."""
         domain = f" in {self.domain}" if self.domain else ""
         question = f"Question: {' '.join(query.split())}\n\n"
-        ask_first, ask = _ASK_FIRST, _ASK
-        if rules:
-            listed = _RULES.format(rules=" ".join(f"({i}) {_sentence(r)}" for i, r in enumerate(rules, start=1)))
-            ask_first, ask = (text.replace(" Answer Yes or No.", f"{listed} Answer Yes or No.") for text in (ask_first, ask))
-        parts = ((f"{question}{ask_first}\n\nPassage: ", passage) if self.ask_first
-                 else (f"{question}Passage: ", passage, ask))
+        listed = _RULES.format(rules=" ".join(f"({i}) {_sentence(r)}" for i, r in enumerate(rules, start=1))) if rules else ""
+        parts = ((f"{question}{_ASK_FIRST}{listed}{_ANSWER}\n\nPassage: ", passage) if self.ask_first
+                 else (f"{question}Passage: ", passage, f"{_ASK}{listed}{_ANSWER}"))
         return [ChatMessage("system", (_SYSTEM.format(domain=domain),)), ChatMessage("user", parts)]
 
     def _answers(self) -> tuple[int, int]:
