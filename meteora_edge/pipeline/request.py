@@ -283,7 +283,8 @@ def request_json_schema() -> dict[str, Any]:
         "llm_rerank": {"type": "boolean", "default": False},
         "rationale_prompt": {"enum": list(RATIONALE_PROMPTS)},
         "num_rationales": {"type": "integer", "minimum": 1, "maximum": 20},
-        "reject": {"anyOf": [{"type": "string", "minLength": 1}, {"type": "array", "items": {"type": "string", "minLength": 1}}],
+        "reject": {"anyOf": [{"type": "string", "minLength": 1},
+                             {"type": "array", "items": {"type": "string", "minLength": 1}}],
                    "description": "Rejection rules the LLM verifier and rerank apply (needs verify or llm_rerank)."},
     }
     return {"title": "SelectRequest", "type": "object", "additionalProperties": False,

@@ -53,8 +53,8 @@ from dataclasses import dataclass, field
 
 from .rationales import Rationale
 
-__all__ = ["find_names", "compared_names", "content_words", "is_comparison", "question_rationales", "second_hop_rationale",
-           "plan_second_hop", "SecondHop"]
+__all__ = ["find_names", "compared_names", "content_words", "is_comparison", "question_rationales",
+           "second_hop_rationale", "plan_second_hop", "SecondHop"]
 
 _STOP = frozenset(
     """a an the of in on at to for from by with and or but nor is are was were be been being am do does did

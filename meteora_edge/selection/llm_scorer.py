@@ -111,7 +111,8 @@ class LlamaRelevanceScorer:
         rules, e.g. rationales' flag instructions) join the ask: a passage that matches one must get a No."""
         domain = f" in {self.domain}" if self.domain else ""
         question = f"Question: {' '.join(query.split())}\n\n"
-        listed = _RULES.format(rules=" ".join(f"({i}) {_sentence(r)}" for i, r in enumerate(rules, start=1))) if rules else ""
+        numbered = " ".join(f"({i}) {_sentence(r)}" for i, r in enumerate(rules, start=1))
+        listed = _RULES.format(rules=numbered) if rules else ""
         parts = ((f"{question}{_ASK_FIRST}{listed}{_ANSWER}\n\nPassage: ", passage) if self.ask_first
                  else (f"{question}Passage: ", passage, f"{_ASK}{listed}{_ANSWER}"))
         return [ChatMessage("system", (_SYSTEM.format(domain=domain),)), ChatMessage("user", parts)]
