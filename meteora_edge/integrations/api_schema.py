@@ -9,8 +9,8 @@ repeated, except that a resource limit's default is its ``maximum``: the server 
 answers 400 with the constraint. :func:`answer_schema` describes ``select``'s JSON object (see
 :mod:`..pipeline.report`). The keys and their rules are :mod:`..pipeline.request`'s
 (``REQUEST_KEYS``, ``SETTING_KEYS``, ``LIMIT_KEYS``); this document adds what a reader of the API
-needs (descriptions, choices, each limit's maximum), which the pydantic schema
-``pipeline.request.request_json_schema`` leaves out.
+needs (descriptions, choices, each limit's maximum). It is the only JSON Schema of a request:
+:mod:`.select_request` re-exports it.
 
 Example:
     >>> doc = openapi_document()

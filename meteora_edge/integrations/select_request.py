@@ -32,7 +32,8 @@ from typing import Any
 
 from ..documents import check_unicode
 from ..errors import InputError
-from ..pipeline.request import REQUEST_KEYS, SETTING_KEYS, SelectRequest, request_from_json, request_json_schema
+from ..pipeline.request import REQUEST_KEYS, SETTING_KEYS, SelectRequest, request_from_json
+from .api_schema import request_json_schema
 
 __all__ = ["SelectRequest", "parse_select_request", "request_json_schema", "REQUEST_KEYS", "SETTING_KEYS"]
 

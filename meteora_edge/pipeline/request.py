@@ -30,7 +30,7 @@ from .config import RATIONALE_STRATEGIES, PipelineConfig, select_config
 from .report import DETAILS
 
 __all__ = ["SelectRequest", "RequestError", "REQUEST_KEYS", "SETTING_KEYS", "LIMIT_KEYS", "RATIONALE_PROMPTS",
-           "request_from_json", "request_json_schema", "reword"]
+           "request_from_json", "reword"]
 
 #: ``hops``: one short rationale per hop of the question; ``meteora``: METEORA's general few-shot prompt
 RATIONALE_PROMPTS = ("hops", "meteora")
@@ -251,41 +251,3 @@ def request_from_json(data: Any) -> SelectRequest:
     for key in ("generate_rationales", "verify", "llm_rerank"):
         _typed(key, parts.get(key), (bool,), "true or false")
     return SelectRequest(**parts, settings={k: data[k] for k in SETTING_KEYS if k in data})
-
-
-def request_json_schema() -> dict[str, Any]:
-    """The JSON Schema of a ``/v1/select`` body (for an OpenAPI document); built with pydantic, imported here only.
-
-    Raises:
-        MissingExtraError: pydantic is not installed.
-    """
-    try:
-        from pydantic import TypeAdapter
-    except ImportError as exc:  # pragma: no cover - pydantic ships with the [serve] and framework extras
-        from ..errors import MissingExtraError
-
-        raise MissingExtraError("pydantic", "serve") from exc
-    settings = TypeAdapter(PipelineConfig).json_schema()["properties"]
-    settings.pop("rationales", None)
-    chunk = {"anyOf": [{"type": "string"}, {"type": "object"}]}
-    rationale = {"anyOf": [{"type": "string"}, {"type": "object", "properties": {
-        "text": {"type": "string"}, "label": {"type": ["string", "null"]},
-        "flag_instructions": {"type": ["string", "null"]}}, "required": ["text"]}]}
-    keys = {
-        "query": {"type": "string", "description": "The question."},
-        "chunks": {"type": "array", "items": chunk, "minItems": 1, "description": "Candidate chunks."},
-        "index": {"type": "string", "description": "The name of a served index (default: the first)."},
-        "rationales": {"anyOf": [{"enum": list(RATIONALE_STRATEGIES)}, {"type": "string"},
-                                 {"type": "array", "items": rationale}]},
-        "detail": {"enum": list(DETAILS), "default": "summary"},
-        "generate_rationales": {"type": "boolean", "default": False},
-        "verify": {"type": "boolean", "default": False},
-        "llm_rerank": {"type": "boolean", "default": False},
-        "rationale_prompt": {"enum": list(RATIONALE_PROMPTS)},
-        "num_rationales": {"type": "integer", "minimum": 1, "maximum": 20},
-        "reject": {"anyOf": [{"type": "string", "minLength": 1},
-                             {"type": "array", "items": {"type": "string", "minLength": 1}}],
-                   "description": "Rejection rules the LLM verifier and rerank apply (needs verify or llm_rerank)."},
-    }
-    return {"title": "SelectRequest", "type": "object", "additionalProperties": False,
-            "properties": {**keys, **settings}}

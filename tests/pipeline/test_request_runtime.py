@@ -13,7 +13,6 @@ from meteora_edge.pipeline.request import (
     RequestError,
     SelectRequest,
     request_from_json,
-    request_json_schema,
     reword,
 )
 from meteora_edge.pipeline.runtime import SelectRuntime, check_llm_bundle
@@ -77,14 +76,6 @@ def test_rejection_rules_are_folded_and_kept_once_in_order():
     assert request.reject_rules == ("draft notes", "superseded terms")
     assert SelectRequest(query=Q, chunks=CHUNKS, verify=True, reject="drafts").reject_rules == ("drafts",)
     assert SelectRequest(query=Q, chunks=CHUNKS).reject_rules == ()
-
-
-def test_the_json_schema_lists_every_request_key_and_setting():
-    pytest.importorskip("pydantic")
-    schema = request_json_schema()
-    assert set(schema["properties"]) == set(REQUEST_KEYS) | set(SETTING_KEYS)
-    assert schema["additionalProperties"] is False
-    assert schema["properties"]["k_init"]["default"] == 50
 
 
 def test_a_role_without_the_gguf_model_is_refused_in_the_runtimes_words():
