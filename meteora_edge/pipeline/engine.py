@@ -205,6 +205,7 @@ class _Run:
     def __init__(self, pipe: EvidencePipeline, query: str, trace: Trace, reject: tuple[str, ...] = ()) -> None:
         self.pipe, self.cfg, self.query, self.trace = pipe, pipe.config, query, trace
         self.reject = reject
+        self.rules: tuple[str, ...] = reject
         self.texts: list[str] = []
         self.docs: list[Any] = []
         self.ids: list[int] = []
@@ -319,6 +320,7 @@ class _Run:
                 from ..selection.auto_rationales import question_rationales
 
                 chosen = question_rationales(self.query)[0] + list(chosen)
+            self.rules = tuple(dict.fromkeys([*flag_rules(chosen), *self.reject]))
             self.rationales = with_rules(chosen, self.reject)
             self._phase("selection", t0, f"ECSE off; {len(self.order)} candidates pass on ({origin} rationales)",
                         rationale_source=origin, rationales=[r.to_dict() for r in self.rationales], ecse=False)
@@ -342,6 +344,8 @@ class _Run:
         else:
             result = selector.select(self.texts, chosen, chunk_vectors=self.vectors,
                                      lexical_index=self._lexical_index())
+        # the rerank lists every rule apart; the verifier reads the user's merged into the first rationale's
+        self.rules = tuple(dict.fromkeys([*flag_rules(result.rationales), *self.reject]))
         self.rationales, self.rationale_vectors = with_rules(result.rationales, self.reject), result.rationale_vectors
         if len(self.rationales) > cfg.max_rationales:
             raise InputError(f"{len(self.rationales)} rationales, over max_rationales={cfg.max_rationales}")
@@ -366,7 +370,7 @@ class _Run:
         cfg, scorer = self.cfg, self.pipe.relevance_scorer
         assert scorer is not None and cfg.llm_pool is not None
         pool = rerank_pool(scores, selected=self.order, pool=cfg.llm_pool)
-        rules = flag_rules(self.rationales)
+        rules = self.rules
         applied = bool(rules) and bool(getattr(scorer, "reads_rules", False))
         passages = [self.texts[p] for p in pool]
         raw = scorer.score(self.query, passages, rules=rules) if applied else scorer.score(self.query, passages)

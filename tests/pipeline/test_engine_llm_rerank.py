@@ -121,11 +121,15 @@ def test_rejection_rules_reach_the_scorer_and_push_a_matching_chunk_out():
 
 
 def test_a_rationale_s_flag_instructions_are_rules_too_and_a_scorer_without_rules_is_recorded_as_such():
-    given = [{"text": QUESTION, "flag_instructions": "passages about Protocol"}]
+    given = [{"text": QUESTION, "flag_instructions": "passages about Protocol"},
+             {"text": "the schedule", "flag_instructions": "superseded terms"}]
     scorer = RuleScorer()
-    EvidencePipeline(_config(), relevance_scorer=scorer, analyzer=UNICODE_WORDS).run(
+    result = EvidencePipeline(_config(), relevance_scorer=scorer, analyzer=UNICODE_WORDS).run(
         QUESTION, passages=PASSAGES, rationales=given, reject=["passages about Protocol", "drafts"])
-    assert scorer.rules == ["passages about Protocol; drafts"]  # merged into the first rationale, not repeated
+    # each rule once and apart, the rationales' first; the verifier reads the user's merged into the first rationale
+    assert scorer.rules == ["passages about Protocol", "superseded terms", "drafts"]
+    rationales = result.trace.phase("selection").details["rationales"]
+    assert [r["flag_instructions"] for r in rationales] == ["passages about Protocol; drafts", "superseded terms"]
     plain = EvidencePipeline(_config(), relevance_scorer=TableScorer(), analyzer=UNICODE_WORDS).run(
         QUESTION, passages=PASSAGES, reject=["drafts"])
     rerank = plain.trace.phase("selection").details["llm_rerank"]
