@@ -144,3 +144,35 @@ def test_the_hotpot_layout_and_its_jsonl_conversion_give_the_same_numbers(reques
         assert [r["selected"] for r in x.per_question] == [r["selected"] for r in y.per_question]
         assert (x.precision, x.recall, x.f1, x.all_gold, x.tokens) == (y.precision, y.recall, y.f1, y.all_gold, y.tokens)
     assert len({round(r.f1, 6) for r in a}) > 1  # the methods differ, so equal rows mean equal inputs
+
+
+def _dense_gold_view(*args):
+    import subprocess
+    import sys
+
+    from repo_paths import ROOT
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "dense_gold_view.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_dense_gold_view_keeps_every_gold_candidate_and_samples_the_rest(tmp_path):
+    """scripts/dense_gold_view.py: questions with few gold are left out; the others keep all their gold,
+    in order, among at most --candidates candidates; the same seed gives the same view."""
+    rows = [{"id": "many", "query": "q1", "candidates": [f"c{i}" for i in range(40)], "gold": [3, 17, 30]},
+            {"id": "one", "query": "q2", "candidates": [f"d{i}" for i in range(40)], "gold": [5]}]
+    data = tmp_path / "in.jsonl"
+    data.write_text("".join(json.dumps(r) + "\n" for r in rows))
+    out = tmp_path / "view.jsonl"
+    done = _dense_gold_view(data, "-o", out, "--candidates", "10")
+    assert done.returncode == 0, done.stderr
+    (view,) = load_jsonl(str(out))
+    assert view.qid == "many" and len(view.candidates) == 10
+    assert [view.candidates[i] for i in sorted(view.gold)] == ["c3", "c17", "c30"]
+    assert view.candidates == sorted(view.candidates, key=lambda c: int(c[1:]))  # the original order
+    again = tmp_path / "again.jsonl"
+    assert _dense_gold_view(data, "-o", again, "--candidates", "10").returncode == 0
+    assert again.read_text() == out.read_text()
+    none = _dense_gold_view(data, "-o", tmp_path / "none.jsonl", "--min-gold", "4")
+    assert none.returncode == 1 and none.stderr.strip() == "error: no question has 4 or more gold candidates"
+    missing = _dense_gold_view(tmp_path / "nope.json", "-o", tmp_path / "x.jsonl")
+    assert missing.returncode == 1 and "not found" in missing.stderr and "Traceback" not in missing.stderr
