@@ -11,7 +11,8 @@ machine hits both alike:
 
 * ``before``  — the previous default: dense scoring, the query as the only rationale;
 * ``hybrid``  — hybrid scoring, the query as the only rationale;
-* ``default`` — hybrid scoring and rule-written rationales (parts + second hop).
+* ``no-cover`` — hybrid scoring and rule-written rationales, without the term cover;
+* ``default`` — hybrid scoring, rule-written rationales (parts + second hop) and the term cover.
 
 Then the BM25 index of 40 sentences alone: build + one query, the work hybrid scoring adds.
 """
@@ -37,6 +38,7 @@ CONFIGS = {
                              verification="none"),
     "hybrid": PipelineConfig(scoring="hybrid", rationales="query", n_min=None, theta_redundancy=None, t_max=None,
                              verification="none"),
+    "no-cover": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="none", cover_z=None),
     "default": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="none"),
 }
 

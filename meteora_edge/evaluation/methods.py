@@ -135,7 +135,7 @@ def pipeline_method_config(spec: str) -> PipelineConfig:
     return config
 
 
-_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "pooled_gap", "robust_z", "top_band",
+_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "pooled_gap", "cover_z", "cover_lead", "robust_z", "top_band",
                   "pairing_band", "elbow_z_threshold", "expansion_window")
 
 

@@ -20,7 +20,7 @@ __all__ = ["Encoder", "EncoderLike", "HashingEncoder", "embed", "normalize_rows"
            "DEFAULT_COSINE_TAU"]
 
 #: The cosine verification threshold of an encoder that records none (set for MiniLM-class sentence encoders).
-DEFAULT_COSINE_TAU = 0.4
+DEFAULT_COSINE_TAU = 0.35
 
 _TOKEN = re.compile(r"[A-Za-z0-9_]+")
 

@@ -89,7 +89,7 @@ class OnnxEncoder:
             text is not in the cache (a fully cached call never starts onnxruntime); model
             errors then surface at that first call instead of here.
         cosine_tau: the cosine verification rung's threshold calibrated for this model, in
-            [-1, 1] (a bundle records it as the ``cosine_tau`` setting; default 0.4, set for MiniLM).
+            [-1, 1] (a bundle records it as the ``cosine_tau`` setting; default 0.35, set for MiniLM).
         analyzer: the lexical analyser queries get with this encoder when no index says
             otherwise (a bundle records it as the ``analyzer`` setting; default ``english``).
         isolate_texts: run every text alone (no padding, no batch neighbours). A graph that

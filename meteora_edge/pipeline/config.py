@@ -60,6 +60,12 @@ class PipelineConfig:
         pooled_gap: the z-score cut also keeps the leading block of pooled scores, the chunks
             above the widest drop among the top nine, when that drop is at least this many
             standard deviations (one chunk when one stands out, five when five do); 0: off.
+        cover_z: the term cover: walking the candidates best first while their standardised
+            selection score is at least this, ECSE also keeps each that holds a rationale term
+            no kept chunk holds yet, so a question whose words are spread over several facts
+            keeps those facts (see :func:`~meteora_edge.selection.stages.term_cover`); ``None``: off.
+        cover_lead: the term cover adds nothing when the best candidate leads the runner-up by
+            this many standard deviations (one chunk answers).
         robust_z: the robust cut keeps chunks whose pooled score lies at least this many robust
             standard deviations (median and scaled MAD of the candidates) above the median:
             the outliers, however many there are.
@@ -72,7 +78,7 @@ class PipelineConfig:
         tau_relevance: threshold of the cross-encoder and cosine rungs, in [-1, 1] (the range
             of a cosine; the cross-encoder's probability needs [0, 1]). ``None`` (the default):
             the rung's own — for the cosine rung the encoder's calibrated threshold (a bundle
-            may record ``cosine_tau``; 0.4 for an ONNX encoder without one, 0.1 for the hashing
+            may record ``cosine_tau``; 0.35 for an ONNX encoder without one, 0.1 for the hashing
             encoder, see :func:`~meteora_edge.models.encoders.cosine_tau`), 0.4 for the cross-encoder.
         verification_batch: chunks judged per prompt by a batch verifier (one with
             ``verify_batch``, e.g. ``LlamaBatchVerifier``); a one-chunk verifier ignores it.
@@ -93,6 +99,8 @@ class PipelineConfig:
     pooled_cut: str = "auto"
     pooled_z: float = 2.0
     pooled_gap: float = 0.5
+    cover_z: float | None = 0.5
+    cover_lead: float = 0.5
     robust_z: float = 4.0
     top_band: float = 0.5
     pairing_band: float | None = None
@@ -122,6 +130,8 @@ class PipelineConfig:
         _check_float("elbow_z_threshold", self.elbow_z_threshold, -100.0, 100.0)
         _check_float("pooled_z", self.pooled_z, -100.0, 100.0)
         _check_float("pooled_gap", self.pooled_gap, 0.0, 100.0)
+        _check_float("cover_z", self.cover_z, -100.0, 100.0, optional=True)
+        _check_float("cover_lead", self.cover_lead, 0.0, 100.0)
         _check_float("robust_z", self.robust_z, -100.0, 100.0)
         _check_float("top_band", self.top_band, 0.0, 100.0)
         _check_float("pairing_band", self.pairing_band, 0.0, 100.0, optional=True)
@@ -202,7 +212,8 @@ def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequ
     asked for: ``n_min``, ``theta_redundancy`` and ``t_max`` stay off unless given, and
     verification is ``none`` unless ``verification`` or ``tau_relevance`` is given. The
     expansion window defaults to :func:`default_window` of the chunks. A setting given as
-    ``None`` counts as not given, except for the three optional phases (``None`` turns them off).
+    ``None`` counts as not given, except for the three optional phases and ``cover_z`` (``None``
+    turns them off).
 
     Args:
         settings: :class:`PipelineConfig` field names and values.
@@ -216,7 +227,7 @@ def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequ
         ConfigError: an unknown setting or a value out of range.
     """
     optional = ("n_min", "theta_redundancy", "t_max")
-    given = {k: v for k, v in settings.items() if v is not None or k in optional}
+    given = {k: v for k, v in settings.items() if v is not None or k in (*optional, "cover_z")}
     merged: dict[str, Any] = {} if from_index else dict.fromkeys(optional)
     merged.update(given)
     merged.setdefault("expansion_window", default_window(chunks))

@@ -328,7 +328,8 @@ class _Run:
         selector = MeteoraSelector(pipe.encoder, expansion_window=cfg.expansion_window,
                                    elbow_z_threshold=cfg.elbow_z_threshold, scoring=cfg.scoring,
                                    lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z,
-                                   pooled_gap=cfg.pooled_gap, robust_z=cfg.robust_z, top_band=cfg.top_band,
+                                   pooled_gap=cfg.pooled_gap, cover_z=cfg.cover_z,
+                                   cover_lead=cfg.cover_lead, robust_z=cfg.robust_z, top_band=cfg.top_band,
                                    pairing_band=cfg.pairing_band, analyzer=pipe.analyzer)
         if auto:
             plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors,

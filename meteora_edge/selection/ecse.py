@@ -33,6 +33,7 @@ from .stages import (
     statistical_elbow,
     leading_block,
     robust_cut,
+    term_cover,
     robust_z,
     zscore_cut,
 )
@@ -146,6 +147,12 @@ class MeteoraSelector:
         pooled_gap: the z-score cut also keeps the leading block of pooled scores when the
             widest drop among the top nine is at least this many standard deviations
             (:func:`~meteora_edge.selection.stages.leading_block`); 0 turns it off.
+        cover_z: also keep, walking the chunks best first while their standardised selection score
+            (pooled or, if higher, best pairing score) is at least this, each chunk that holds a
+            rationale term no kept chunk holds yet (:func:`~meteora_edge.selection.stages.term_cover`;
+            terms as the ``analyzer`` makes them); ``None`` turns it off (METEORA).
+        cover_lead: the term cover adds nothing when the best chunk leads the runner-up by this
+            many standard deviations (one chunk answers).
         robust_z / top_band: the robust cut's thresholds, in robust standard deviations.
         pairing_band: with the robust cut, a rationale's best chunk is kept only when its
             pooled score lies within this many robust standard deviations of the best pooled
@@ -177,6 +184,8 @@ class MeteoraSelector:
         pooled_cut: str = "auto",
         pooled_z: float = 2.0,
         pooled_gap: float = 0.0,
+        cover_z: float | None = None,
+        cover_lead: float = 0.5,
         robust_z: float = 4.0,
         top_band: float = 0.5,
         pairing_band: float | None = None,
@@ -189,7 +198,8 @@ class MeteoraSelector:
         self.scoring, self.pooled_cut = check_scoring(scoring, pooled_cut)
         for name, value in (("lexical_weight", lexical_weight), ("pooled_z", pooled_z), ("pooled_gap", pooled_gap),
                             ("robust_z", robust_z), ("top_band", top_band),
-                            ("pairing_band", 0.0 if pairing_band is None else pairing_band)):
+                            ("pairing_band", 0.0 if pairing_band is None else pairing_band),
+                            ("cover_z", 0.0 if cover_z is None else cover_z), ("cover_lead", cover_lead)):
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not np.isfinite(value):
                 raise ConfigError(f"{name} must be a finite number, got {value!r}")
         if lexical_weight < 0:
@@ -203,6 +213,10 @@ class MeteoraSelector:
         self.robust_z = float(robust_z)
         self.top_band = float(top_band)
         self.pairing_band = None if pairing_band is None else float(pairing_band)
+        self.cover_z = None if cover_z is None else float(cover_z)
+        if cover_lead < 0:
+            raise ConfigError(f"cover_lead must be >= 0, got {cover_lead!r}")
+        self.cover_lead = float(cover_lead)
         self.expansion_window = check_window("expansion_window", expansion_window)
         if not isinstance(elbow_z_threshold, (int, float)) or not np.isfinite(elbow_z_threshold):
             raise ConfigError(f"elbow_z_threshold must be a finite number, got {elbow_z_threshold!r}")
@@ -367,6 +381,16 @@ class MeteoraSelector:
         pooled_keep = sorted(cut) if self.use_pooling else []
 
         base = sorted(set(pairing) | set(pooled_keep))
+        covering: list[int] = []
+        if self.cover_z is not None:
+            lexical = scorer.lexical_index()
+            terms = dict.fromkeys(t for r in rationales for t in self.analyzer.tokens(r.text))
+            covering = term_cover(np.maximum(pooled, scores.fused.max(axis=0)),
+                                  [lexical.documents_with(t) for t in terms], base, z_min=self.cover_z,
+                                  lead=self.cover_lead)
+            cut_details = {**(cut_details or {}), "cover_z": self.cover_z, "cover_lead": self.cover_lead,
+                           "covering": covering}
+            base = sorted(set(base) | set(covering))
         window = self.expansion_window if self.use_expansion else 0
         selected = [int(p) for p in expand_positions(base, n, window)]
         added = sorted(set(selected) - set(base))
@@ -455,6 +479,12 @@ class _Scorer:
         self.chunk_vectors = chunk_vectors
         self._bm25 = bm25
 
+    def lexical_index(self) -> BM25Index:
+        """The BM25 index over the chunks (built with the selector's analyzer on first use)."""
+        if self._bm25 is None:
+            self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.selector.analyzer)
+        return self._bm25
+
     def score(self, rationales: list[Rationale]) -> _Scores:
         selector = self.selector
         vectors = embed(selector.encoder, [r.text for r in rationales])
@@ -466,8 +496,7 @@ class _Scorer:
         dense = cosine_matrix(vectors, self.chunk_vectors)
         lexical = None
         if selector.scoring != "dense":
-            if self._bm25 is None:
-                self._bm25 = BM25Index.from_texts(self.texts, analyzer=selector.analyzer)
-            lexical = np.stack([self._bm25.text_scores(r.text) for r in rationales])
+            index = self.lexical_index()
+            lexical = np.stack([index.text_scores(r.text) for r in rationales])
         fused = fuse_scores(dense, lexical, scoring=selector.scoring, lexical_weight=selector.lexical_weight)
         return _Scores(vectors, lexical, fused)

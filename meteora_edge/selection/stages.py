@@ -6,7 +6,7 @@ composes them into the selector.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 import numpy as np
 
@@ -22,6 +22,7 @@ __all__ = [
     "fuse_scores",
     "zscore_cut",
     "leading_block",
+    "term_cover",
     "robust_z",
     "robust_cut",
     "expand_positions",
@@ -171,6 +172,53 @@ def leading_block(scores: np.ndarray, min_gap: float, window: int = 8) -> np.nda
     drops = top[:-1] - top[1:]
     k = int(np.argmax(drops)) + 1
     return order[:k] if drops[k - 1] >= min_gap else np.array([], dtype=np.int64)
+
+
+def term_cover(
+    scores: np.ndarray,
+    holders: Sequence[np.ndarray],
+    kept: Iterable[int],
+    *,
+    z_min: float,
+    lead: float,
+    max_share: float = 0.5,
+) -> list[int]:
+    """Chunks to add so that every rationale term some good chunk holds is held by a kept chunk.
+
+    Walks the chunks best first while their standardised score is at least ``z_min`` and adds
+    each that holds a term no kept chunk holds yet. ``holders[t]`` are the positions of the
+    chunks holding term ``t``; a term held by none, or by more than ``max_share`` of the
+    chunks (it tells nothing apart), is left out. When the best chunk leads the runner-up by
+    ``lead`` standard deviations or more, one chunk answers and nothing is added. So a question
+    whose terms are spread over four facts that score alike keeps the four, and one that a
+    single chunk answers keeps that one. Returns the added positions, best first.
+
+    Example:
+        >>> holders = [np.array([0, 2]), np.array([3]), np.array([1, 2])]   # three terms
+        >>> term_cover(np.array([0.9, 0.1, 0.8, 0.7, 0.0]), holders, [0], z_min=0.0, lead=0.5)
+        [2, 3]
+        >>> term_cover(np.array([2.0, 0.1, 0.8, 0.7, 0.0]), holders, [0], z_min=0.0, lead=0.5)  # 0 stands alone
+        []
+    """
+    values = np.asarray(scores, dtype=np.float64)
+    n = values.shape[0]
+    z = standardise(values)
+    if n > 1 and float(np.diff(np.sort(z)[-2:])[0]) >= lead:
+        return []
+    useful = [set(int(p) for p in h) for h in holders if 0 < len(h) <= max_share * n]
+    kept_set = {int(p) for p in kept}
+    todo = [h for h in useful if not h & kept_set]
+    added: list[int] = []
+    for p in np.lexsort((np.arange(n), -values)):
+        if not todo or z[p] < z_min:
+            break
+        p = int(p)
+        if p in kept_set or not any(p in h for h in todo):
+            continue
+        added.append(p)
+        kept_set.add(p)
+        todo = [h for h in todo if p not in h]
+    return added
 
 
 def robust_z(scores: np.ndarray) -> np.ndarray:

@@ -64,9 +64,10 @@ def test_without_a_bundle_an_obvious_lexical_match_is_returned(index, name):
 
 
 def test_minilm_s_threshold_would_reject_them(index):
-    """The test above can fail: under the 0.4 set for MiniLM most of these matches are rejected."""
+    """The test above can fail: under the 0.35 set for MiniLM an obvious match is rejected (at 0.4, three were)."""
     kept = [_sources(index, q, tau_relevance=DEFAULT_COSINE_TAU)[0] for q in QUESTIONS.values()]
-    assert sum(k == [] for k in kept) >= 2
+    assert sum(k == [] for k in kept) >= 1
+    assert sum(_sources(index, q, tau_relevance=0.4)[0] == [] for q in QUESTIONS.values()) >= 2
 
 
 def test_a_given_tau_replaces_the_encoder_s(index):
@@ -83,7 +84,7 @@ def test_each_encoder_has_its_threshold():
 
     assert cosine_tau(HashingEncoder()) == 0.1
     assert cosine_tau(Calibrated()) == -0.25
-    assert cosine_tau(Broken()) == cosine_tau(object()) == DEFAULT_COSINE_TAU == 0.4
+    assert cosine_tau(Broken()) == cosine_tau(object()) == DEFAULT_COSINE_TAU == 0.35
 
 
 @pytest.mark.parametrize("tau", [-1.01, 1.01, float("nan"), float("inf")])

@@ -126,7 +126,9 @@ def test_ecse_runs_with_the_configs_settings(settings):
     result = run(given=given, **settings)
     ecse = result.trace.phase("selection").details["ecse"]
     window = settings.get("expansion_window", 0)
-    settings = {"pooled_gap": PipelineConfig().pooled_gap, **settings}
+    defaults = PipelineConfig()
+    settings = {"pooled_gap": defaults.pooled_gap, "cover_z": defaults.cover_z, "cover_lead": defaults.cover_lead,
+                **settings}
     same = MeteoraSelector(HashingEncoder(), expansion_window=window,
                            **{k: v for k, v in settings.items() if k != "expansion_window"})
     expected = same.select(PASSAGES, given)
