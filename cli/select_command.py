@@ -73,7 +73,7 @@ def _check_tau(value: float | None) -> float | None:
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, callback=lambda ctx, param, value: _check_tau(value),
               help="Relevance threshold of the cross-encoder/cosine rung, in [-1, 1] [the encoder's own: "
-                   "0.4 for a bundle that records none, 0.1 for the hashing encoder; 0.4 for the cross-encoder].")
+                   "0.35 for a bundle that records none, 0.1 for the hashing encoder; 0.4 for the cross-encoder].")
 @click.option("--n-min", type=click.IntRange(min=0), default=None, help="BM25 fallback below this many chunks [3 with --index].")
 @click.option("--theta", type=click.FloatRange(-1.0, 1.0), default=None, help="Near-duplicate cosine [0.85 with --index].")
 @click.option("--t-max", type=click.IntRange(min=1), default=None, help="Token budget [512 with --index].")

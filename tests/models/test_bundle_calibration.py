@@ -17,9 +17,9 @@ from meteora_edge.models.analyzer import ENGLISH, UNICODE_WORDS  # noqa: E402
 from meteora_edge.models.onnx_encoder import OnnxEncoder  # noqa: E402
 
 
-def test_a_bundle_without_calibration_gets_0_4_and_the_english_analyser(tmp_path):
+def test_a_bundle_without_calibration_gets_0_35_and_the_english_analyser(tmp_path):
     encoder = OnnxEncoder.from_bundle(make_bundle(tmp_path / "b"), cache=False)
-    assert encoder.cosine_tau == 0.4 and encoder.analyzer is ENGLISH
+    assert encoder.cosine_tau == 0.35 and encoder.analyzer is ENGLISH
 
 
 def test_a_bundle_s_recorded_threshold_and_analyser_reach_the_pipeline(tmp_path):
