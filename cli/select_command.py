@@ -48,6 +48,19 @@ def _check_tau(value: float | None) -> float | None:
     return value
 
 
+def _cover_z(ctx: click.Context, param: click.Parameter, value: str | None) -> float | str | None:
+    """--cover-z is a number or ``off``."""
+    if value is None or value.strip().lower() == "off":
+        return None if value is None else "off"
+    try:
+        number = float(value)
+    except ValueError:
+        raise click.BadParameter(f"{value!r} is neither a number nor 'off'") from None
+    if number != number or number in (float("inf"), float("-inf")):
+        raise click.BadParameter(f"{value!r} is not a finite number")
+    return number
+
+
 @click.command()
 @click.option("--chunks", "chunks_file", default=None,
               help="JSON list, {\"chunks\": [...]} or JSONL of candidate chunks (- reads standard input).")
@@ -69,6 +82,10 @@ def _check_tau(value: float | None) -> float | None:
                    "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
 @click.option("--pooled-z", type=float, default=None,
               help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
+@click.option("--cover-z", default=None, metavar="FLOAT|off", callback=_cover_z,
+              help="ECSE's term cover also keeps each candidate this many standard deviations above the mean that "
+                   "holds a rationale term no kept chunk holds, unless the best leads the runner-up by 0.5; "
+                   "off turns it off [0.5].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, callback=lambda ctx, param, value: _check_tau(value),
@@ -124,6 +141,7 @@ def select(
     k_init: int | None,
     scoring: str | None,
     pooled_z: float | None,
+    cover_z: float | str | None,
     verification: str | None,
     tau: float | None,
     n_min: int | None,
@@ -190,6 +208,7 @@ def select(
         "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
         "tau_relevance": tau, "oversize": oversize, "verification_batch": verify_batch,
         **{k: v for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None},
+        **({} if cover_z is None else {"cover_z": None if cover_z == "off" else cover_z}),
     }
     try:
         request = SelectRequest(

@@ -61,6 +61,22 @@ def test_chunks_mode_adds_only_the_phases_asked_for():
     assert set(budgeted["selected_indices"]) <= set(plain["selected_indices"])
 
 
+def test_cover_z_sets_or_turns_off_the_term_cover():
+    base = ["select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "termination notice", "--compact",
+            "--trace"]
+
+    def cut(*extra):
+        out = json.loads(run(*base, *extra).stdout)
+        assert out["trace"]["config"]["cover_z"] == (None if "off" in extra else float(extra[-1]) if extra else 0.5)
+        return [p for p in out["trace"]["phases"] if p["name"] == "selection"][0]["details"]["ecse"]["cut"]
+
+    assert cut()["cover_z"] == 0.5 and "covering" in cut()
+    assert cut("--cover-z", "1.5")["cover_z"] == 1.5
+    assert cut("--cover-z", "off") is None
+    bad = run(*base, "--cover-z", "lots")
+    assert bad.exit_code == 2 and "'lots' is neither a number nor 'off'" in bad.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["select", "-q", "x"], "exactly one of --chunks"),
     (["select", "--index", "IDX"], "needs a non-empty --query"),
