@@ -50,7 +50,9 @@ def test_terms_held_by_no_chunk_or_by_most_chunks_are_left_out():
     common = [np.arange(6)]  # 6 of 10 chunks: over the half
     assert term_cover(scores, [np.array([], dtype=np.int64), *common], [0], z_min=-9, lead=9) == []
     assert term_cover(scores, common, [0], z_min=-9, lead=9, max_share=0.7) == []  # already held by 0
+    assert term_cover(scores, [np.arange(1, 7)], [0], z_min=-9, lead=9) == []  # 6 of 10 hold it: over the half
     assert term_cover(scores, [np.arange(1, 7)], [0], z_min=-9, lead=9, max_share=0.7) == [1]
+    assert term_cover(scores, [np.arange(1, 6)], [0], z_min=-9, lead=9) == [1]  # 5 of 10: at the half
 
 
 def test_the_selector_reports_what_the_cover_added_and_none_turns_it_off():
