@@ -10,6 +10,7 @@ puts its flags in their place (:data:`~meteora_edge.cli.select_inputs.CLI_NAMES`
 
 from __future__ import annotations
 
+import math
 from dataclasses import replace
 
 import click
@@ -56,7 +57,7 @@ def _cover_z(ctx: click.Context, param: click.Parameter, value: str | None) -> f
         number = float(value)
     except ValueError:
         raise click.BadParameter(f"{value!r} is neither a number nor 'off'") from None
-    if number != number or number in (float("inf"), float("-inf")):
+    if not math.isfinite(number):
         raise click.BadParameter(f"{value!r} is not a finite number")
     return number
 

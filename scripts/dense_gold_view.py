@@ -38,7 +38,8 @@ def view(data: str, *, level: str | None, min_gold: int, candidates: int, seed: 
             continue
         others = [i for i in range(len(q.candidates)) if i not in q.gold]
         keep = sorted(set(q.gold) | set(rng.sample(others, min(len(others), candidates - len(q.gold)))))
-        rows.append({"id": q.qid, "query": q.question, "answer": q.answer, "candidates": [q.candidates[i] for i in keep],
+        rows.append({"id": q.qid, "query": q.question, "answer": q.answer,
+                     "candidates": [q.candidates[i] for i in keep],
                      "gold": [keep.index(i) for i in sorted(q.gold)],
                      "group": q.group})
     return rows

@@ -135,8 +135,8 @@ def pipeline_method_config(spec: str) -> PipelineConfig:
     return config
 
 
-_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "pooled_gap", "cover_z", "cover_lead", "robust_z", "top_band",
-                  "pairing_band", "elbow_z_threshold", "expansion_window")
+_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "pooled_gap", "cover_z",
+                  "cover_lead", "robust_z", "top_band", "pairing_band", "elbow_z_threshold", "expansion_window")
 
 
 def _ecse_settings(spec: str, arg: str) -> dict[str, Any]:

@@ -179,11 +179,11 @@ class BM25Index:
         return weights
 
     def documents_with(self, term: str) -> np.ndarray:
-        """The documents holding ``term`` (an analysed token), ascending; empty when none does."""
+        """The documents holding ``term`` (an analysed token), each once; empty when none does."""
         term_id = self.vocab.get(term)
         if term_id is None:
             return np.array([], dtype=np.int64)
-        return np.sort(self.doc_ids[self.term_ptr[term_id]:self.term_ptr[term_id + 1]]).astype(np.int64)
+        return self.doc_ids[self.term_ptr[term_id]:self.term_ptr[term_id + 1]]
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the query tokens (repeats count again)."""

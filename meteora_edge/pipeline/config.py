@@ -226,8 +226,9 @@ def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequ
     Raises:
         ConfigError: an unknown setting or a value out of range.
     """
-    optional = ("n_min", "theta_redundancy", "t_max")
-    given = {k: v for k, v in settings.items() if v is not None or k in (*optional, "cover_z")}
+    optional = ("n_min", "theta_redundancy", "t_max")  # off for given chunks unless given
+    off_when_none = (*optional, "cover_z")  # None turns these off; for the other settings it means "not given"
+    given = {k: v for k, v in settings.items() if v is not None or k in off_when_none}
     merged: dict[str, Any] = {} if from_index else dict.fromkeys(optional)
     merged.update(given)
     merged.setdefault("expansion_window", default_window(chunks))
