@@ -3,17 +3,25 @@
 The rerank (``pipeline-llm``) asks the GGUF model about each of ECSE's best ``llm_pool``
 candidates (8 by default), one llama.cpp call per passage after a shared, cached prefix, so
 its cost is close to linear in the passage tokens it judges. A passage's score does not
-depend on the other passages of the pool, so one run that scores the pool of 8 gives the
+depend on the other passages of the pool, so one run that scores a pool of 10 gives the
 scores of every smaller pool too: the smaller pool is a prefix of the larger one (ECSE's
 selection first, then the next-best by ECSE's score).
 
-``--record FILE`` runs ``pipeline-llm`` on the first ``--limit`` questions of both dev sets and
-writes, per question, the pool, ECSE's scores of it, the model's scores, each passage's own
-tokens, the scorer's seconds and the live F1. Without ``--record``, ``--replay FILE`` reads such
-a file; either way the table replays the rerank's arithmetic (``meteora_edge.pipeline.rerank``)
-for each pool policy and prints F1, the pool size, passage tokens per question and the seconds
-a question would take (a least-squares line of the recorded seconds on the recorded tokens,
-``a + b·tokens``; the pool of 8 is also the measured median).
+``--record FILE`` runs ``pipeline-llm`` with a pool of 10 on the first ``--limit`` questions of
+both dev sets and of their dense-gold view (``scripts/dense_gold_view.py``: the questions with
+3 or more gold items, 25 candidates each) and writes, per question, the pool, ECSE's scores of
+it, the model's scores, each passage's own tokens, the scorer's seconds and the live F1 (of the
+pool of 10). Without ``--record``, ``--replay FILE`` reads such a file; either way the tables
+replay the rerank's arithmetic (``meteora_edge.pipeline.rerank``):
+
+* per pool size: F1, passages judged, passage tokens per question and the seconds a question
+  would take (a least-squares line of the recorded seconds on the recorded tokens,
+  ``a + b·tokens``);
+* per cut (pool 8 or 10, ``llm_z`` 0.25 / 0.5 / 0.75): F1 and the items kept against the gold
+  count, per set;
+* whether the count could follow the evidence: the correlation, over a set's questions, of the
+  gold count with the number of pool passages the model scores at or above a margin
+  (log P(Yes) − log P(No) ≥ 0, 0.5, 1) and with the number the default cut keeps.
 
     python benchmarks/llm_pool.py --record /tmp/pool.json [--model FILE.gguf] [--threads 2] [--limit 50]
     python benchmarks/llm_pool.py --replay /tmp/pool.json
@@ -37,7 +45,10 @@ from _machine import machine_header  # noqa: E402
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT.parent / "shared" / "data"
 SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
-POOLS = (2, 3, 4, 5, 6, 8)
+RECORD_POOL = 10
+POOLS = (2, 3, 4, 5, 6, 8, 10)
+CUTS = ((8, 0.25), (8, 0.5), (8, 0.75), (10, 0.25), (10, 0.5), (10, 0.75))
+MARGINS = (0.0, 0.5, 1.0)
 
 
 class Recording:
@@ -73,12 +84,12 @@ def record(args) -> dict:
     encoder = load_encoder(args.bundle, threads=1)
     scorer = Recording(LlamaRelevanceScorer(llm))
     runtime = SelectRuntime(encoder=encoder, scorer=scorer)
-    settings = PipelineConfig().to_dict()
+    settings = PipelineConfig(llm_pool=RECORD_POOL).to_dict()
     out = {"machine": machine_header(("numpy", "llama_cpp_python")), "model": Path(args.model).name,
-           "threads": args.threads, "sets": {}}
-    for name, path in SETS:
+           "threads": args.threads, "pool": RECORD_POOL, "sets": {}}
+    for name, questions in question_sets(args.limit):
         rows = []
-        for number, q in enumerate(load_questions(str(path), level="sentence", limit=args.limit)):
+        for number, q in enumerate(questions):
             encoder.encode([q.question, *q.candidates])  # the embeddings outside the scorer's seconds
             request = SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder), settings=settings,
                                     llm_rerank=True)
@@ -97,19 +108,77 @@ def record(args) -> dict:
     return out
 
 
-def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[float, int, int]:
-    """F1, pool size and passage tokens when the rerank judges the first ``pool`` of the recorded pool."""
-    from meteora_edge.evaluation.metrics import precision_recall_f1
+def question_sets(limit: int):
+    """(name, the first ``limit`` questions) of each dev set (sentence level) and of their dense-gold view."""
+    import tempfile
+
+    from meteora_edge.evaluation.datasets import load_questions
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from dense_gold_view import view
+
+    for name, path in SETS:
+        yield name, load_questions(str(path), level="sentence", limit=limit)
+    rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
+    with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
+        path = Path(folder) / "dense-gold.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        questions = load_questions(str(path), limit=limit)
+    yield "dense-gold", questions
+
+
+def replay_kept(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[list[int], int]:
+    """The kept chunks and the pool size when the rerank judges the first ``pool`` of the recorded pool."""
     from meteora_edge.pipeline.rerank import rerank_cut
 
     n = min(len(row["pool"]), max(pool, row["selected"]))
-    kept = [row["pool"][j] for j in rerank_cut(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=weight, z=z)]
+    return [row["pool"][j] for j in rerank_cut(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=weight, z=z)], n
+
+
+def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[float, int, int]:
+    """F1, pool size and passage tokens when the rerank judges the first ``pool`` of the recorded pool."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+
+    kept, n = replay_kept(row, pool, weight, z)
     return precision_recall_f1(kept, frozenset(row["gold"])).f1, n, sum(row["tokens"][:n])
+
+
+def correlation(a: list[float], b: list[float]) -> str:
+    """Pearson's r of two equally long lists, or "-" when either is constant."""
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return "-" if x.std() == 0 or y.std() == 0 else f"{np.corrcoef(x, y)[0, 1]:+.2f}"
+
+
+def cut_table(data: dict) -> None:
+    """F1 and items kept per cut, and whether any count follows the gold count."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+
+    names = list(data["sets"])
+    print("F1 / items kept per rerank cut (weight 1.5); gold per question: " + ", ".join(
+        f"{name} {statistics.mean(len(r['gold']) for r in data['sets'][name]):.2f}" for name in names))
+    print(f"{'pool':>4} {'llm_z':>6} " + " ".join(f"{name:>16}" for name in names))
+    for pool, z in CUTS:
+        cells = []
+        for name in names:
+            kept = [replay_kept(r, pool, z=z)[0] for r in data["sets"][name]]
+            f1 = statistics.mean(precision_recall_f1(k, frozenset(r["gold"])).f1
+                                 for k, r in zip(kept, data["sets"][name]))
+            cells.append(f"{f1:.3f} / {statistics.mean(len(k) for k in kept):.2f}")
+        print(f"{pool:>4} {z:>6} " + " ".join(f"{c:>16}" for c in cells))
+    print("\nr(gold count, count): the default cut's kept; pool passages (of 10) the model scores >= a margin")
+    print(f"{'set':<12} {'kept':>6} " + " ".join(f"{'>= ' + str(m):>7}" for m in MARGINS))
+    for name in names:
+        rows = data["sets"][name]
+        gold = [len(r["gold"]) for r in rows]
+        kept = [len(replay_kept(r, 8)[0]) for r in rows]
+        above = [correlation(gold, [sum(v >= m for v in r["llm"]) for r in rows]) for m in MARGINS]
+        print(f"{name:<12} {correlation(gold, kept):>6} " + " ".join(f"{a:>7}" for a in above))
 
 
 def table(data: dict) -> None:
     print(data["machine"])
-    print(f"model {data['model']}, {data['threads']} thread(s); LLM rerank weight 1.5, z 0.5 replayed per pool size\n")
+    print(f"model {data['model']}, {data['threads']} thread(s); LLM rerank weight 1.5, z 0.5 replayed per pool size; "
+          f"live F1 of the pool of {data.get('pool', 8)}\n")
     print(f"{'set':<12} {'n':>4} {'pool':>6} {'judged':>7} {'tokens/q':>9} {'est s/q':>8} {'F1':>7} {'ΔF1 vs 8':>9}")
     for name, rows in data["sets"].items():
         tokens = np.array([sum(r["tokens"]) for r in rows], dtype=float)
@@ -117,6 +186,7 @@ def table(data: dict) -> None:
         slope, intercept = np.polyfit(tokens, seconds, 1)
         full = statistics.mean(replay_f1(r, 8)[0] for r in rows)
         live = statistics.mean(r["live_f1"] for r in rows)
+        replayed = statistics.mean(replay_f1(r, data.get("pool", 8))[0] for r in rows)
         for pool in POOLS:
             runs = [replay_f1(r, pool) for r in rows]
             f1 = statistics.mean(f for f, _, _ in runs)
@@ -124,8 +194,8 @@ def table(data: dict) -> None:
             per_q = statistics.mean(t for _, _, t in runs)
             print(f"{name:<12} {len(rows):>4} {pool:>6} {judged:>7.2f} {per_q:>9.0f} {intercept + slope * per_q:>8.2f} "
                   f"{f1:>7.3f} {f1 - full:>+9.3f}")
-        print(f"{name:<12} measured pool 8: median {np.median(seconds):.2f} s/question, "
-              f"{np.median(tokens / seconds):.0f} passage tokens/s; live F1 {live:.3f} (replayed {full:.3f}); "
+        print(f"{name:<12} measured pool {data.get('pool', 8)}: median {np.median(seconds):.2f} s/question, "
+              f"{np.median(tokens / seconds):.0f} passage tokens/s; live F1 {live:.3f} (replayed {replayed:.3f}); "
               f"fit {intercept:.2f} s + {slope * 1000:.2f} ms/token\n")
 
 
@@ -150,6 +220,7 @@ def main() -> None:
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)
+    cut_table(data)
 
 
 if __name__ == "__main__":
