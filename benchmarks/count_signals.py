@@ -1,0 +1,114 @@
+"""Could the number of passages kept follow the number that are relevant? What the scores say.
+
+Issue 22 asks for a cut that keeps one passage when one stands out and five when five do. A
+cut can only do that if something it sees per question moves with the gold count. This script
+runs the model-free pipeline (its defaults, every candidate in its trace) over both dev sets
+(HotpotQA sentences, ContractNLI spans) and their dense-gold view (``scripts/dense_gold_view.py``:
+the questions with 3 or more gold items, 25 candidates each) and prints, per set:
+
+* the gold count and the items the pipeline keeps, on average;
+* R-precision: how many of the best |gold| candidates by the pipeline's selection score are gold
+  (how good the ranking is, whatever the cut);
+* Pearson's r, over the set's questions, between the gold count and each per-question count or
+  shape a cut could use: the items kept; candidates whose standardised selection score is at
+  least 1 or 1.5; candidates within 0.1 of the best cosine to the question; the lead of the
+  best standardised score over the runner-up; the question's length in words.
+
+A signal a cut could follow would show r well above 0 on every set.
+
+Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+import tempfile
+from pathlib import Path
+
+import numpy as np
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _machine import machine_header  # noqa: E402
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
+SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
+
+
+def question_sets(limit: int | None):
+    """(name, questions) of each dev set (sentence level) and of their dense-gold view."""
+    from meteora_edge.evaluation.datasets import load_questions
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from dense_gold_view import view
+
+    for name, path in SETS:
+        yield name, load_questions(str(path), level="sentence", limit=limit)
+    rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
+    with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
+        path = Path(folder) / "dense-gold.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        questions = load_questions(str(path), limit=limit)
+    yield "dense-gold", questions
+
+
+def signals(question, result) -> tuple[float, dict[str, float]]:
+    """R-precision of the selection score and each signal's value for one question."""
+    candidates = result.trace.to_dict()["candidates"]
+    positions = [int(c["chunk_id"]) for c in candidates]
+    score = np.array([c["ecse_score"] for c in candidates], dtype=float)
+    cosine = np.array([c["dense_score"] for c in candidates], dtype=float)
+    z = (score - score.mean()) / score.std() if score.std() > 0 else np.zeros_like(score)
+    ranked = [positions[j] for j in np.lexsort((np.arange(len(score)), -score))]
+    gold = question.gold
+    top = np.sort(z)[::-1]
+    values = {"kept": len(result.ids), "z>=1": int((z >= 1).sum()), "z>=1.5": int((z >= 1.5).sum()),
+              "cos>=best-0.1": int((cosine >= cosine.max() - 0.1).sum()),
+              "lead": float(top[0] - top[1]) if len(top) > 1 else 0.0, "words": len(question.question.split())}
+    return len(set(ranked[: len(gold)]) & gold) / len(gold), values
+
+
+def correlation(a: list[float], b: list[float]) -> str:
+    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
+    return "-" if x.std() == 0 or y.std() == 0 else f"{np.corrcoef(x, y)[0, 1]:+.2f}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
+    parser.add_argument("--limit", type=int, help="only the first N questions of each set")
+    args = parser.parse_args()
+
+    from meteora_edge.evaluation.methods import CachedEncoder
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.request import SelectRequest
+    from meteora_edge.pipeline.runtime import SelectRuntime, load_bundle
+
+    loaded = SelectRuntime.load(load_bundle(args.bundle))
+    encoder = CachedEncoder(loaded.encoder)
+    runtime = SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)
+    print(machine_header(("numpy", "onnxruntime")))
+    print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
+    print(f"{'':<36}Pearson's r of the gold count with each signal")
+    print(f"{'set':<12} {'n':>4} {'gold':>5} {'kept':>5} {'R-prec':>7} " + " ".join(f"{s:>13}" for s in SIGNALS))
+    for name, questions in question_sets(args.limit):
+        precision, table = [], {s: [] for s in SIGNALS}
+        for q in questions:
+            result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
+                                                  detail="full"))
+            r_precision, values = signals(q, result)
+            precision.append(r_precision)
+            for s in SIGNALS:
+                table[s].append(values[s])
+        gold = [len(q.gold) for q in questions]
+        print(f"{name:<12} {len(questions):>4} {statistics.mean(gold):>5.2f} {statistics.mean(table['kept']):>5.2f} "
+              f"{statistics.mean(precision):>7.3f} " + " ".join(f"{correlation(gold, table[s]):>13}"
+                                                                      for s in SIGNALS))
+
+
+if __name__ == "__main__":
+    main()
