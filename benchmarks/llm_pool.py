@@ -166,13 +166,19 @@ def cut_table(data: dict) -> None:
             cells.append(f"{f1:.3f} / {statistics.mean(len(k) for k in kept):.2f}")
         print(f"{pool:>4} {z:>6} " + " ".join(f"{c:>16}" for c in cells))
     print("\nr(gold count, count): the default cut's kept; pool passages (of 10) the model scores >= a margin")
-    print(f"{'set':<12} {'kept':>6} " + " ".join(f"{'>= ' + str(m):>7}" for m in MARGINS))
+    print(f"{'set':<12} {'kept':>6} " + " ".join(f"{'>= ' + str(m):>7}" for m in MARGINS)
+          + "   median score: gold / other pool passages")
     for name in names:
         rows = data["sets"][name]
         gold = [len(r["gold"]) for r in rows]
         kept = [len(replay_kept(r, 8)[0]) for r in rows]
         above = [correlation(gold, [sum(v >= m for v in r["llm"]) for r in rows]) for m in MARGINS]
-        print(f"{name:<12} {correlation(gold, kept):>6} " + " ".join(f"{a:>7}" for a in above))
+        scores = {True: [], False: []}
+        for r in rows:
+            for chunk, value in zip(r["pool"], r["llm"]):
+                scores[chunk in r["gold"]].append(value)
+        medians = " / ".join(f"{np.median(scores[g]):+.2f}" if scores[g] else "-" for g in (True, False))
+        print(f"{name:<12} {correlation(gold, kept):>6} " + " ".join(f"{a:>7}" for a in above) + f"   {medians}")
 
 
 def table(data: dict) -> None:
