@@ -216,7 +216,6 @@ def term_cover(
         if p in kept_set or not any(p in h for h in todo):
             continue
         added.append(p)
-        kept_set.add(p)
         todo = [h for h in todo if p not in h]
     return added
 

@@ -45,6 +45,16 @@ def test_the_walk_stops_below_z_min_and_skips_chunks_that_add_no_new_term():
     assert term_cover(scores, holders, [0], z_min=-1.0, lead=0.5) == [2, 3]
 
 
+def test_the_thresholds_are_inclusive_and_two_chunks_are_enough_for_the_lead_test():
+    scores = np.array([1.0, 1.0, -1.0, -1.0])  # standardised exactly: z = 1, 1, -1, -1
+    holders = [np.array([1])]
+    assert term_cover(scores, holders, [0], z_min=1.0, lead=0.5) == [1]  # z 1.0 is not below z_min 1.0
+    assert term_cover(scores, holders, [0], z_min=1.0, lead=0.0) == []  # a lead of 0 >= 0: the best answers alone
+    two = np.array([2.0, 0.0])  # z = 1, -1: the best leads by 2
+    assert term_cover(two, [np.array([0])], [1], z_min=-5, lead=0.5) == []
+    assert term_cover(two, [np.array([0])], [1], z_min=-5, lead=3.0) == [0]
+
+
 def test_terms_held_by_no_chunk_or_by_most_chunks_are_left_out():
     scores = np.linspace(1.0, 0.0, 10)
     common = [np.arange(6)]  # 6 of 10 chunks: over the half
