@@ -22,38 +22,18 @@ Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--l
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dev_sets import question_sets  # noqa: E402
 from _machine import machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data"
-SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
 SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
-
-
-def question_sets(limit: int | None):
-    """(name, questions) of each dev set (sentence level) and of their dense-gold view."""
-    from meteora_edge.evaluation.datasets import load_questions
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from dense_gold_view import view
-
-    for name, path in SETS:
-        yield name, load_questions(str(path), level="sentence", limit=limit)
-    rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
-    with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
-        path = Path(folder) / "dense-gold.jsonl"
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-        questions = load_questions(str(path), limit=limit)
-    yield "dense-gold", questions
 
 
 def signals(question, result) -> tuple[float, dict[str, float]]:

@@ -40,11 +40,10 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dev_sets import question_sets  # noqa: E402
 from _machine import machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
-DATA = ROOT.parent / "shared" / "data"
-SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
 RECORD_POOL = 10
 POOLS = (2, 3, 4, 5, 6, 8, 10)
 CUTS = ((8, 0.25), (8, 0.5), (8, 0.75), (10, 0.25), (10, 0.5), (10, 0.75))
@@ -106,25 +105,6 @@ def record(args) -> dict:
                   f"F1 {rows[-1]['live_f1']:.3f}", flush=True)
         out["sets"][name] = rows
     return out
-
-
-def question_sets(limit: int):
-    """(name, the first ``limit`` questions) of each dev set (sentence level) and of their dense-gold view."""
-    import tempfile
-
-    from meteora_edge.evaluation.datasets import load_questions
-
-    sys.path.insert(0, str(ROOT / "scripts"))
-    from dense_gold_view import view
-
-    for name, path in SETS:
-        yield name, load_questions(str(path), level="sentence", limit=limit)
-    rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
-    with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
-        path = Path(folder) / "dense-gold.jsonl"
-        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
-        questions = load_questions(str(path), limit=limit)
-    yield "dense-gold", questions
 
 
 def replay_kept(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[list[int], int]:

@@ -1,0 +1,31 @@
+"""The dev sets the quality benchmarks read: both dev files and their dense-gold view."""
+
+from __future__ import annotations
+
+import json
+import sys
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+DATA = ROOT.parent / "shared" / "data"
+SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
+
+
+def question_sets(limit: int | None) -> Iterator[tuple[str, list]]:
+    """(name, the first ``limit`` questions) of each dev set (sentence level), then of their dense-gold
+    view (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates)."""
+    from meteora_edge.evaluation.datasets import load_questions
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from dense_gold_view import view
+
+    for name, path in SETS:
+        yield name, load_questions(str(path), level="sentence", limit=limit)
+    rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
+    with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
+        path = Path(folder) / "dense-gold.jsonl"
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
+        questions = load_questions(str(path), limit=limit)
+    yield "dense-gold", questions
