@@ -62,20 +62,35 @@ def main() -> None:
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
     parser.add_argument("--limit", type=int, help="only the first N questions of each set")
     args = parser.parse_args()
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
 
+    from meteora_edge.errors import MeteoraError
     from meteora_edge.evaluation.methods import CachedEncoder
-    from meteora_edge.index.memory_index import InMemoryIndex
-    from meteora_edge.pipeline.request import SelectRequest
     from meteora_edge.pipeline.runtime import SelectRuntime, load_bundle
 
-    loaded = SelectRuntime.load(load_bundle(args.bundle))
+    try:
+        loaded = SelectRuntime.load(load_bundle(args.bundle))
+    except MeteoraError as exc:
+        parser.error(str(exc))
     encoder = CachedEncoder(loaded.encoder)
     runtime = SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
     print(f"{'':<36}Pearson's r of the gold count with each signal")
     print(f"{'set':<12} {'n':>4} {'gold':>5} {'kept':>5} {'R-prec':>7} " + " ".join(f"{s:>13}" for s in SIGNALS))
-    for name, questions in question_sets(args.limit):
+    try:
+        report(runtime, encoder, args.limit)
+    except MeteoraError as exc:  # a dev file missing or unreadable
+        parser.error(str(exc))
+
+
+def report(runtime, encoder, limit: int | None) -> None:
+    """One row per set (see the module docstring)."""
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.request import SelectRequest
+
+    for name, questions in question_sets(limit):
         precision, table = [], {s: [] for s in SIGNALS}
         for q in questions:
             result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
