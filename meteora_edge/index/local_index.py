@@ -65,13 +65,14 @@ class LocalIndex:
     """One opened version of a local index. Use :meth:`build`, :meth:`load` and :meth:`add`.
 
     Example:
-        >>> import tempfile
+        >>> import shutil, tempfile
         >>> from meteora_edge import HashingEncoder
         >>> folder = tempfile.mkdtemp()
         >>> docs = [SourceDocument("a", "Either party may terminate on ninety days notice.")]
         >>> index = LocalIndex.build(f"{folder}/ix", docs, HashingEncoder(), chunk_size=4, overlap=0)
         >>> index.records([0])[0]["text"]
         'Either party may terminate'
+        >>> shutil.rmtree(folder)
     """
 
     def __init__(self, snapshot: Snapshot, previous: LocalIndex | None = None) -> None:
