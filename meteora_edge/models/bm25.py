@@ -179,11 +179,15 @@ class BM25Index:
         return weights
 
     def documents_with(self, term: str) -> np.ndarray:
-        """The documents holding ``term`` (an analysed token), each once; empty when none does."""
+        """The documents holding ``term`` (an analysed token), each once; empty when none does.
+
+        A read-only view of the index's postings (no copy; writing to it would change the index)."""
         term_id = self.vocab.get(term)
         if term_id is None:
             return np.array([], dtype=np.int64)
-        return self.doc_ids[self.term_ptr[term_id]:self.term_ptr[term_id + 1]]
+        postings = self.doc_ids[self.term_ptr[term_id]:self.term_ptr[term_id + 1]].view()
+        postings.flags.writeable = False
+        return postings
 
     def scores(self, query_tokens: Sequence[str]) -> np.ndarray:
         """BM25 score of every document for the query tokens (repeats count again)."""

@@ -70,3 +70,12 @@ def test_signed_integer_arrays_of_any_width_load_like_the_stored_ones():
     loaded = BM25Index.from_stored(index.vocab_document(), *arrays, where="ix")
     for term in ("a", "b", "c"):
         assert loaded.scores([term]).tolist() == index.scores([term]).tolist()
+
+
+def test_documents_with_gives_each_holder_once_and_cannot_change_the_index():
+    index = BM25Index.from_texts(["a cat", "a dog", "cat and cat"])
+    held = index.documents_with("cat")
+    assert sorted(held.tolist()) == [0, 2] and index.documents_with("bird").tolist() == []
+    with pytest.raises(ValueError):
+        held[0] = 1
+    assert sorted(index.documents_with("cat").tolist()) == [0, 2]
