@@ -30,7 +30,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
-from _machine import machine_header  # noqa: E402
+from _machine import correlation, machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
@@ -50,11 +50,6 @@ def signals(question, result) -> tuple[float, dict[str, float]]:
               "cos>=best-0.1": int((cosine >= cosine.max() - 0.1).sum()),
               "lead": float(top[0] - top[1]) if len(top) > 1 else 0.0, "words": len(question.question.split())}
     return len(set(ranked[: len(gold)]) & gold) / len(gold), values
-
-
-def correlation(a: list[float], b: list[float]) -> str:
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return "-" if x.std() == 0 or y.std() == 0 else f"{np.corrcoef(x, y)[0, 1]:+.2f}"
 
 
 def main() -> None:

@@ -41,7 +41,7 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
-from _machine import machine_header  # noqa: E402
+from _machine import correlation, machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 RECORD_POOL = 10
@@ -70,7 +70,6 @@ class Recording:
 
 def record(args) -> dict:
     from meteora_edge import LocalLLM
-    from meteora_edge.evaluation.datasets import load_questions
     from meteora_edge.evaluation.metrics import precision_recall_f1
     from meteora_edge.index.memory_index import InMemoryIndex
     from meteora_edge.models.onnx_encoder import load_encoder
@@ -123,12 +122,6 @@ def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tupl
     return precision_recall_f1(kept, frozenset(row["gold"])).f1, n, sum(row["tokens"][:n])
 
 
-def correlation(a: list[float], b: list[float]) -> str:
-    """Pearson's r of two equally long lists, or "-" when either is constant."""
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return "-" if x.std() == 0 or y.std() == 0 else f"{np.corrcoef(x, y)[0, 1]:+.2f}"
-
-
 def cut_table(data: dict) -> None:
     """F1 and items kept per cut, and whether any count follows the gold count."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
@@ -145,7 +138,8 @@ def cut_table(data: dict) -> None:
                                  for k, r in zip(kept, data["sets"][name]))
             cells.append(f"{f1:.3f} / {statistics.mean(len(k) for k in kept):.2f}")
         print(f"{pool:>4} {z:>6} " + " ".join(f"{c:>16}" for c in cells))
-    print("\nr(gold count, count): the default cut's kept; pool passages (of 10) the model scores >= a margin")
+    print(f"\nr(gold count, count): the default cut's kept; pool passages (of {data.get('pool', 8)}) the model "
+          "scores >= a margin")
     print(f"{'set':<12} {'kept':>6} " + " ".join(f"{'>= ' + str(m):>7}" for m in MARGINS)
           + "   median score: gold / other pool passages")
     for name in names:
@@ -195,6 +189,8 @@ def main() -> None:
     parser.add_argument("--record", type=Path, help="run the model and write the recorded pools here")
     parser.add_argument("--replay", type=Path, help="replay a recorded file instead of running the model")
     args = parser.parse_args()
+    if args.limit < 1:
+        parser.error("--limit must be at least 1")
     if args.record:
         data = record(args)
         args.record.write_text(json.dumps(data))
@@ -203,6 +199,8 @@ def main() -> None:
             data = json.loads(args.replay.read_text())
         except (OSError, ValueError) as exc:
             parser.error(f"cannot read the recording {args.replay}: {exc}")
+        if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
+            parser.error(f"{args.replay} is not a recording of this script (no 'sets')")
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)
