@@ -156,7 +156,10 @@ def leading_block(scores: np.ndarray, min_gap: float, window: int = 8) -> np.nda
     Scores are standardised first. The block is kept only when that drop is at least
     ``min_gap`` standard deviations wide, so one chunk comes back when one stands out and
     five when five stand together above the rest; a flat profile gives none, and so do
-    ``window + 1`` or fewer scores (nothing below the window to stand out from). Best first.
+    ``window + 1`` or fewer scores (nothing below the window to stand out from). A block
+    stands out from a majority: among fewer than ``2 * window + 1`` scores the window
+    shrinks to ``(len(scores) - 1) // 2``, so ten scores give a block of at most four, not
+    eight standing over two. Best first.
 
     Example:
         >>> leading_block(np.array([0.2, 3.3, 0.1, 3.2, 2.8, 0.0, 0.3, 2.3, 0.2, 0.1, 0.4]), 0.5).tolist()
@@ -167,6 +170,7 @@ def leading_block(scores: np.ndarray, min_gap: float, window: int = 8) -> np.nda
     z = standardise(scores)
     if len(z) <= window + 1:  # no candidates below the window: a drop cannot be told from noise
         return np.array([], dtype=np.int64)
+    window = min(window, (len(z) - 1) // 2)  # at least as many scores below the window as in it
     order = np.lexsort((np.arange(len(z)), -z))
     top = z[order[: window + 1]]
     drops = top[:-1] - top[1:]

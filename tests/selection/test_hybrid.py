@@ -116,6 +116,17 @@ def test_no_leading_block_without_a_clear_drop_or_enough_candidates():
     assert leading_block(near, 2.0).tolist() == []
 
 
+def test_a_leading_block_stands_out_from_a_majority_below_it():
+    """Among ten scores the window is four: eight (or five) alike over the rest are no block, four are."""
+    for seed in range(5):
+        assert leading_block(_profile(8, n=10, seed=seed), 0.5).tolist() == [], seed
+        assert leading_block(_profile(5, n=10, seed=seed), 0.5).tolist() == [], seed
+        assert sorted(leading_block(_profile(4, n=10, seed=seed), 0.5).tolist()) == [0, 1, 2, 3], seed
+    # from seventeen scores on (nine compared, eight below), the full window of eight is back
+    assert sorted(leading_block(_profile(8, n=17), 0.5).tolist()) == list(range(8))
+    assert leading_block(_profile(8, n=16), 0.5).tolist() == []
+
+
 def test_the_selector_adds_the_leading_block_to_the_z_score_cut():
     texts = [f"chunk {i}" for i in range(20)]
     rng = np.random.default_rng(1)
