@@ -13,9 +13,10 @@ DATA = ROOT.parent / "shared" / "data"
 SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
 
 
-def question_sets(limit: int | None) -> Iterator[tuple[str, list]]:
-    """(name, the first ``limit`` questions) of each dev set (sentence level), then of their dense-gold
-    view (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates)."""
+def question_sets(limit: int | None, *, paragraphs: bool = False) -> Iterator[tuple[str, list]]:
+    """(name, the first ``limit`` questions) of each dev set (sentence level; with ``paragraphs`` also
+    HotpotQA's paragraph level, as ``hotpotqa-para``), then of their dense-gold view
+    (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates)."""
     from meteora_edge.evaluation.datasets import load_questions
 
     sys.path.insert(0, str(ROOT / "scripts"))
@@ -23,6 +24,8 @@ def question_sets(limit: int | None) -> Iterator[tuple[str, list]]:
 
     for name, path in SETS:
         yield name, load_questions(str(path), level="sentence", limit=limit)
+        if paragraphs and name == "hotpotqa":
+            yield "hotpotqa-para", load_questions(str(path), level="paragraph", limit=limit)
     rows = [row for _, path in SETS for row in view(str(path), level=None, min_gold=3, candidates=25, seed=0)]
     with tempfile.TemporaryDirectory() as folder:  # the view of the dev files, removed when read
         path = Path(folder) / "dense-gold.jsonl"
