@@ -32,3 +32,15 @@ def question_sets(limit: int | None, *, paragraphs: bool = False) -> Iterator[tu
         path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
         questions = load_questions(str(path), limit=limit)
     yield "dense-gold", questions
+
+
+def ranked(score, positions: list[int]) -> list[int]:
+    """``positions`` best first by ``score`` (ties keep the candidates' order)."""
+    import numpy as np
+
+    return [positions[j] for j in np.lexsort((np.arange(len(score)), -np.asarray(score)))]
+
+
+def r_precision(order: list[int], gold: frozenset[int]) -> float:
+    """The share of the best |gold| of ``order`` that are gold."""
+    return len(set(order[: len(gold)]) & gold) / len(gold)

@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import question_sets  # noqa: E402
+from _dev_sets import question_sets, r_precision, ranked  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -38,18 +38,18 @@ SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
 
 def signals(question, result) -> tuple[float, dict[str, float]]:
     """R-precision of the selection score and each signal's value for one question."""
+    from meteora_edge.selection.stages import standardise
+
     candidates = result.trace.to_dict()["candidates"]
     positions = [int(c["chunk_id"]) for c in candidates]
     score = np.array([c["ecse_score"] for c in candidates], dtype=float)
     cosine = np.array([c["dense_score"] for c in candidates], dtype=float)
-    z = (score - score.mean()) / score.std() if score.std() > 0 else np.zeros_like(score)
-    ranked = [positions[j] for j in np.lexsort((np.arange(len(score)), -score))]
-    gold = question.gold
+    z = standardise(score)
     top = np.sort(z)[::-1]
     values = {"kept": len(result.ids), "z>=1": int((z >= 1).sum()), "z>=1.5": int((z >= 1.5).sum()),
               "cos>=best-0.1": int((cosine >= cosine.max() - 0.1).sum()),
               "lead": float(top[0] - top[1]) if len(top) > 1 else 0.0, "words": len(question.question.split())}
-    return len(set(ranked[: len(gold)]) & gold) / len(gold), values
+    return r_precision(ranked(score, positions), question.gold), values
 
 
 def main() -> None:

@@ -15,7 +15,9 @@ dense-gold view, without changing the product:
 * ``cosine``: the pooled cosine alone.
 
 For each it prints R-precision (how many of the best |gold| candidates are gold) and the F1 of
-the best 1, 2 and 3. It ranks, it does not cut: whether the pipeline's cut keeps what a better
+the best 1, 2 and 3; per set, the median cost on its first 20 questions of the pooled encode of
+the question and its candidates, of a second pass for their token states (what an index, whose
+vectors are pooled, would pay), and of the token scores from states in hand. It ranks, it does not cut: whether the pipeline's cut keeps what a better
 ranking offers is a separate question (docs/evaluation.md, session 13).
 
 Usage: python benchmarks/token_match.py [--bundle models/bundles/default] [--limit N] [--precision auto]
@@ -26,16 +28,18 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import question_sets  # noqa: E402
-from _machine import machine_header  # noqa: E402
+from _dev_sets import question_sets, r_precision, ranked  # noqa: E402
+from _machine import machine_header, percentile  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 WEIGHTS = (0.25, 0.5, 1.0)
+TIMED = 20  # questions per set whose encodes and token scores are timed
 
 
 class TokenStates:
@@ -52,6 +56,8 @@ class TokenStates:
 
         todo = [t for t in dict.fromkeys(texts) if t not in self.cache]
         encodings = tokenize_batch(self.encoder._tokenizer, todo) if todo else []
+        by_length = sorted(range(len(todo)), key=lambda i: len(encodings[i].ids))  # less padding per batch
+        todo, encodings = [todo[i] for i in by_length], [encodings[i] for i in by_length]
         for start in range(0, len(todo), 32):
             batch = encodings[start : start + 32]
             ids, mask = pad_encodings(batch, pad_id=self.encoder.pad_id)
@@ -82,18 +88,13 @@ def token_scores(question: str, candidates: list[str], states: TokenStates, stop
                      for vectors, _ in rest])
 
 
-def standardised(values: np.ndarray) -> np.ndarray:
-    spread = values.std()
-    return (values - values.mean()) / spread if spread > 0 else np.zeros_like(values)
-
-
 def ranked_metrics(score: np.ndarray, positions: list[int], gold: frozenset[int]) -> list[float]:
     """R-precision, then F1 of the best 1, 2 and 3 (ties by candidate order)."""
-    ranked = [positions[j] for j in np.lexsort((np.arange(len(score)), -score))]
-    out = [len(set(ranked[: len(gold)]) & gold) / len(gold)]
+    order = ranked(score, positions)
+    out = [r_precision(order, gold)]
     for k in (1, 2, 3):
-        hits = len(set(ranked[:k]) & gold)
-        out.append(2 * hits / (min(k, len(ranked)) + len(gold)) if hits else 0.0)
+        hits = len(set(order[:k]) & gold)
+        out.append(2 * hits / (min(k, len(order)) + len(gold)) if hits else 0.0)
     return out
 
 
@@ -132,6 +133,7 @@ def report(runtime, encoder, states: TokenStates, limit: int | None) -> None:
     from meteora_edge.index.memory_index import InMemoryIndex
     from meteora_edge.models.analyzer import STOP_WORDS
     from meteora_edge.pipeline.request import SelectRequest
+    from meteora_edge.selection.stages import standardise
 
     stop = STOP_WORDS
     rows = ["pipeline", "tokens", *(f"pipeline + {a}·tokens" for a in WEIGHTS), "cosine"]
@@ -140,21 +142,40 @@ def report(runtime, encoder, states: TokenStates, limit: int | None) -> None:
     for name, questions in question_sets(limit, paragraphs=True):
         names.append(name)
         sums = {row: np.zeros(4) for row in rows}
+        timings: list[list[float]] = [[], [], [], []]
         for q in questions:
             result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
                                                   detail="full"))
             candidates = result.trace.to_dict()["candidates"]
             positions = [int(c["chunk_id"]) for c in candidates]
             pipeline = np.array([c["ecse_score"] for c in candidates], dtype=float)
-            tokens = token_scores(q.question, [q.candidates[p] for p in positions], states, stop)
+            texts = [q.candidates[p] for p in positions]
+            timed = len(timings[0]) < TIMED
+            if timed:  # the pooled encode, then the token states, of the same texts, neither cached
+                start = time.perf_counter()
+                states.encoder.encode([q.question, *texts])
+                timings[0].append(time.perf_counter() - start)
+                for text in (q.question, *texts):  # the dense-gold view repeats the dev sets' texts
+                    states.cache.pop(text, None)
+                start = time.perf_counter()
+                states([q.question, *texts])
+                timings[1].append(time.perf_counter() - start)
+                start = time.perf_counter()
+            tokens = token_scores(q.question, texts, states, stop)
+            if timed:
+                timings[2].append(time.perf_counter() - start)
+                timings[3].append(len(texts))
             scores = {"pipeline": pipeline, "tokens": tokens,
                       "cosine": np.array([c["dense_score"] for c in candidates], dtype=float)}
             for a in WEIGHTS:
-                scores[f"pipeline + {a}·tokens"] = standardised(pipeline) + a * standardised(tokens)
+                scores[f"pipeline + {a}·tokens"] = standardise(pipeline) + a * standardise(tokens)
             for row in rows:
                 sums[row] += ranked_metrics(scores[row], positions, q.gold)
         table[name] = {row: list(sums[row] / len(questions)) for row in rows}
-        print(f"{name}: {len(questions)} questions", flush=True)
+        pooled, token_pass, scoring, count = (percentile(t, 50) for t in timings)
+        print(f"{name}: {len(questions)} questions; first {len(timings[0])}, medians: {count:.0f} candidates, "
+              f"pooled encode {1000 * pooled:.1f} ms, token-state pass {1000 * token_pass:.1f} ms, "
+              f"token scores from the states {1000 * scoring:.2f} ms", flush=True)
     print(f"\n{'':<24}" + "".join(f"{n:>26}" for n in names))
     print(f"{'ranking':<24}" + "".join(f"{'R-prec  F1@1  F1@2  F1@3':>26}" for _ in names))
     for row in rows:
