@@ -44,3 +44,20 @@ def ranked(score, positions: list[int]) -> list[int]:
 def r_precision(order: list[int], gold: frozenset[int]) -> float:
     """The share of the best |gold| of ``order`` that are gold."""
     return len(set(order[: len(gold)]) & gold) / len(gold)
+
+
+def cached_runtime(parser, bundle: str, *, precision: str = "auto", onnx: bool = False):
+    """(the loaded runtime, its encoder cached in memory, a runtime over that encoder) for ``bundle``;
+    a bundle that does not load, or with ``onnx`` one without an ONNX encoder, ends in ``parser.error``."""
+    from meteora_edge.errors import MeteoraError
+    from meteora_edge.evaluation.methods import CachedEncoder
+    from meteora_edge.pipeline.runtime import SelectRuntime, load_bundle
+
+    try:
+        loaded = SelectRuntime.load(load_bundle(bundle), precision=precision)
+    except MeteoraError as exc:
+        parser.error(str(exc))
+    if onnx and not hasattr(loaded.encoder, "_session"):
+        parser.error(f"{bundle} has no ONNX encoder; token states need one")
+    encoder = CachedEncoder(loaded.encoder)
+    return loaded, encoder, SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)

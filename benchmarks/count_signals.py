@@ -29,7 +29,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import question_sets, r_precision, ranked  # noqa: E402
+from _dev_sets import cached_runtime, question_sets, r_precision, ranked  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -61,15 +61,8 @@ def main() -> None:
         parser.error("--limit must be at least 1")
 
     from meteora_edge.errors import MeteoraError
-    from meteora_edge.evaluation.methods import CachedEncoder
-    from meteora_edge.pipeline.runtime import SelectRuntime, load_bundle
 
-    try:
-        loaded = SelectRuntime.load(load_bundle(args.bundle))
-    except MeteoraError as exc:
-        parser.error(str(exc))
-    encoder = CachedEncoder(loaded.encoder)
-    runtime = SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)
+    _, encoder, runtime = cached_runtime(parser, args.bundle)
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
     print(f"{'':<36}Pearson's r of the gold count with each signal")

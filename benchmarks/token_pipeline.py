@@ -21,7 +21,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import question_sets  # noqa: E402
+from _dev_sets import cached_runtime, question_sets  # noqa: E402
 from _machine import machine_header  # noqa: E402
 from token_match import TokenStates, token_scores  # noqa: E402
 
@@ -87,17 +87,8 @@ def main() -> None:
         parser.error("--weight must be at least 0")
 
     from meteora_edge.errors import MeteoraError
-    from meteora_edge.evaluation.methods import CachedEncoder
-    from meteora_edge.pipeline.runtime import SelectRuntime, load_bundle
 
-    try:
-        loaded = SelectRuntime.load(load_bundle(args.bundle))
-    except MeteoraError as exc:
-        parser.error(str(exc))
-    if not hasattr(loaded.encoder, "_session"):
-        parser.error(f"{args.bundle} has no ONNX encoder; token states need one")
-    encoder = CachedEncoder(loaded.encoder)
-    runtime = SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)
+    loaded, encoder, runtime = cached_runtime(parser, args.bundle, onnx=True)
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; the pipeline's defaults plus the token score on "
           f"{'the question' if args.rows == 'question' else 'every rationale'}'s row, the first hop "
