@@ -347,10 +347,7 @@ class OnnxEncoder:
             ConfigError: an item is not a string.
             ModelError: onnxruntime fails while running.
         """
-        texts = list(texts)
-        for i, text in enumerate(texts):
-            if not isinstance(text, str):
-                raise ConfigError(f"texts[{i}] is {type(text).__name__}, expected str")
+        texts = self._checked(texts)
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.cache is None:
@@ -395,6 +392,12 @@ class OnnxEncoder:
 
     def _run(self, batch: list[Any], session: Any = None) -> np.ndarray:
         """Embed one batch of tokenizer encodings (on ``session``, by default the first)."""
+        hidden, mask = self._hidden(batch, session)
+        vectors = pool(hidden, mask, self.pooling)
+        return normalize_rows(vectors).astype(np.float32) if self.normalize else vectors.astype(np.float32)
+
+    def _hidden(self, batch: list[Any], session: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The model's token vectors ``(batch, seq, dim)`` for one batch of encodings, and its attention mask."""
         session = session or self._session
         ids, mask = pad_encodings(batch, pad_id=self.pad_id)
         feed = feed_for(session, {"input_ids": ids, "attention_mask": mask})
@@ -402,8 +405,51 @@ class OnnxEncoder:
             hidden = session.run([self._output], feed)[0]
         except Exception as exc:  # onnxruntime raises its own pybind exception types
             raise ModelError(f"onnxruntime failed on {self.model_path.name}: {str(exc)[:300]}") from None
-        vectors = pool(np.asarray(hidden, dtype=np.float32), mask, self.pooling)
-        return normalize_rows(vectors).astype(np.float32) if self.normalize else vectors.astype(np.float32)
+        return np.asarray(hidden, dtype=np.float32), mask
+
+    def pieces(self, texts: list[str]) -> list[list[str]]:
+        """Each text's word pieces as the model reads them (truncated as it is; no special tokens).
+
+        Tokenising only: no model run. Raises as :meth:`token_vectors`.
+        """
+        self._load()
+        return [[t for t, special in zip(e.tokens, e.special_tokens_mask) if not special]
+                for e in tokenize_batch(self._tokenizer, self._checked(texts))] if texts else []
+
+    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+        """Per text: its word pieces' vectors before pooling, unit length, one row per piece of :meth:`pieces`.
+
+        What a token-level match needs ("terminate" near "end"). The model runs again on
+        ``texts`` (the cache holds pooled vectors only); each text runs alone when the
+        variant's activations are quantised per batch (``isolate_texts``), else in length-sorted
+        batches, so a text's vectors do not depend on the texts beside it more than its pooled
+        vector does.
+
+        Raises:
+            ConfigError: an item is not a string.
+            ModelError: onnxruntime fails while running.
+        """
+        self._load()
+        texts = self._checked(texts)
+        encodings = tokenize_batch(self._tokenizer, texts) if texts else []
+        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
+        size = 1 if self.isolate_texts else self.batch_size
+        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(texts)
+        for start in range(0, len(order), size):
+            rows = order[start : start + size]
+            hidden, _ = self._hidden([encodings[i] for i in rows])
+            for row, i in enumerate(rows):
+                keep = [k for k, special in enumerate(encodings[i].special_tokens_mask) if not special]
+                out[i] = normalize_rows(hidden[row, keep]).astype(np.float32)
+        return out
+
+    @staticmethod
+    def _checked(texts: list[str]) -> list[str]:
+        texts = list(texts)
+        for i, text in enumerate(texts):
+            if not isinstance(text, str):
+                raise ConfigError(f"texts[{i}] is {type(text).__name__}, expected str")
+        return texts
 
     def __repr__(self) -> str:
         return (
