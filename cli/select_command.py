@@ -49,8 +49,8 @@ def _check_tau(value: float | None) -> float | None:
     return value
 
 
-def _cover_z(ctx: click.Context, param: click.Parameter, value: str | None) -> float | str | None:
-    """--cover-z is a number or ``off``."""
+def _number_or_off(ctx: click.Context, param: click.Parameter, value: str | None) -> float | str | None:
+    """--cover-z and --token-cover are a number or ``off``."""
     if value is None or value.strip().lower() == "off":
         return None if value is None else "off"
     try:
@@ -83,10 +83,14 @@ def _cover_z(ctx: click.Context, param: click.Parameter, value: str | None) -> f
                    "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
 @click.option("--pooled-z", type=float, default=None,
               help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
-@click.option("--cover-z", default=None, metavar="FLOAT|off", callback=_cover_z,
+@click.option("--cover-z", default=None, metavar="FLOAT|off", callback=_number_or_off,
               help="ECSE's term cover also keeps each candidate this many standard deviations above the mean that "
                    "holds a rationale term no kept chunk holds, unless the best leads the runner-up by 0.5; "
                    "off turns it off [0.5].")
+@click.option("--token-cover", default=None, metavar="GAIN|off", callback=_number_or_off,
+              help="ECSE's token cover also keeps each candidate at least one standard deviation above the mean that "
+                   "raises by GAIN (0-1) the share of the question's words a kept chunk matches by the encoder's "
+                   "word-piece vectors (paraphrases count); off turns it off [0.05; the hashing encoder has none].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, callback=lambda ctx, param, value: _check_tau(value),
@@ -143,6 +147,7 @@ def select(
     scoring: str | None,
     pooled_z: float | None,
     cover_z: float | str | None,
+    token_cover: float | str | None,
     verification: str | None,
     tau: float | None,
     n_min: int | None,
@@ -210,6 +215,7 @@ def select(
         "tau_relevance": tau, "oversize": oversize, "verification_batch": verify_batch,
         **{k: v for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None},
         **({} if cover_z is None else {"cover_z": None if cover_z == "off" else cover_z}),
+        **({} if token_cover is None else {"token_cover": None if token_cover == "off" else token_cover}),
     }
     try:
         request = SelectRequest(

@@ -25,6 +25,7 @@ CLI_NAMES = {
     "llm_rerank": "--llm-rerank", "rationale_prompt": "--rationale-prompt", "num_rationales": "--num-rationales",
     "reject": "--reject",
     "bundle": "--bundle", "k_init": "--k-init", "scoring": "--scoring", "pooled_z": "--pooled-z", "cover_z": "--cover-z",
+    "token_cover": "--token-cover",
     "use_ecse": "--no-ecse", "expansion_window": "--expansion-window", "elbow_z_threshold": "--elbow-z",
     "verification": "--verification", "tau_relevance": "--tau", "verification_batch": "--verify-batch",
     "n_min": "--n-min", "theta_redundancy": "--theta", "t_max": "--t-max", "oversize": "--oversize",

@@ -77,6 +77,25 @@ def test_cover_z_sets_or_turns_off_the_term_cover():
     assert bad.exit_code == 2 and "'lots' is neither a number nor 'off'" in bad.output
 
 
+def test_token_cover_sets_or_turns_off_the_token_cover_and_refuses_a_share_outside_0_1():
+    base = ["select", "--chunks", str(EXAMPLES / "contract_clauses.json"), "-q", "termination notice", "--compact",
+            "--trace", "--tau", "0.1"]
+
+    def cover(*extra):
+        out = json.loads(run(*base, *extra).stdout)
+        verify = [p for p in out["trace"]["phases"] if p["name"] == "verify"][0]["details"]
+        return out["trace"]["config"]["token_cover"], verify["token_cover"]
+
+    default = cover()
+    assert default[0] == 0.05 and default[1]["skipped"] == "the encoder gives no word-piece vectors"  # hashing
+    assert cover("--token-cover", "0.2")[0] == 0.2
+    assert cover("--token-cover", "off") == (None, {"min_gain": None})
+    bad = run(*base, "--token-cover", "lots")
+    assert bad.exit_code == 2 and "'lots' is neither a number nor 'off'" in bad.output
+    outside = run(*base, "--token-cover", "2")
+    assert outside.exit_code == 1 and "token_cover" in outside.output and "Traceback" not in outside.output
+
+
 @pytest.mark.parametrize("args, message", [
     (["select", "-q", "x"], "exactly one of --chunks"),
     (["select", "--index", "IDX"], "needs a non-empty --query"),

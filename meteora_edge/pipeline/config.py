@@ -66,6 +66,15 @@ class PipelineConfig:
             keeps those facts (see :func:`~meteora_edge.selection.stages.term_cover`); ``None``: off.
         cover_lead: the term cover adds nothing when the best candidate leads the runner-up by
             this many standard deviations (one chunk answers).
+        token_cover: the token cover: walking the candidates best first while their standardised
+            selection score is at least ``token_cover_z``, ECSE also keeps each that raises by at
+            least this the share of the query's words (word pieces, IDF-weighted, each counted by
+            its best cosine in a kept chunk) that the kept chunks match, so a question whose words
+            are spread over several facts keeps those facts even when they say it in other words
+            (see :mod:`~meteora_edge.selection.token_cover`); needs an ONNX encoder (the hashing
+            encoder has no word pieces); ``None``: off.
+        token_cover_z: where the token cover's walk stops, in standard deviations of the
+            selection score.
         robust_z: the robust cut keeps chunks whose pooled score lies at least this many robust
             standard deviations (median and scaled MAD of the candidates) above the median:
             the outliers, however many there are.
@@ -101,6 +110,8 @@ class PipelineConfig:
     pooled_gap: float = 0.5
     cover_z: float | None = 0.5
     cover_lead: float = 0.5
+    token_cover: float | None = 0.05
+    token_cover_z: float = 1.0
     robust_z: float = 4.0
     top_band: float = 0.5
     pairing_band: float | None = None
@@ -132,6 +143,8 @@ class PipelineConfig:
         _check_float("pooled_gap", self.pooled_gap, 0.0, 100.0)
         _check_float("cover_z", self.cover_z, -100.0, 100.0, optional=True)
         _check_float("cover_lead", self.cover_lead, 0.0, 100.0)
+        _check_float("token_cover", self.token_cover, 0.0, 1.0, optional=True)
+        _check_float("token_cover_z", self.token_cover_z, -100.0, 100.0)
         _check_float("robust_z", self.robust_z, -100.0, 100.0)
         _check_float("top_band", self.top_band, 0.0, 100.0)
         _check_float("pairing_band", self.pairing_band, 0.0, 100.0, optional=True)
@@ -212,8 +225,8 @@ def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequ
     asked for: ``n_min``, ``theta_redundancy`` and ``t_max`` stay off unless given, and
     verification is ``none`` unless ``verification`` or ``tau_relevance`` is given. The
     expansion window defaults to :func:`default_window` of the chunks. A setting given as
-    ``None`` counts as not given, except for the three optional phases and ``cover_z`` (``None``
-    turns them off).
+    ``None`` counts as not given, except for the three optional phases, ``cover_z`` and
+    ``token_cover`` (``None`` turns them off).
 
     Args:
         settings: :class:`PipelineConfig` field names and values.
@@ -227,7 +240,7 @@ def select_config(settings: Mapping[str, Any], *, from_index: bool, chunks: Sequ
         ConfigError: an unknown setting or a value out of range.
     """
     optional = ("n_min", "theta_redundancy", "t_max")  # off for given chunks unless given
-    off_when_none = (*optional, "cover_z")  # None turns these off; for the other settings it means "not given"
+    off_when_none = (*optional, "cover_z", "token_cover")  # None turns these off; for the other settings it means "not given"
     given = {k: v for k, v in settings.items() if v is not None or k in off_when_none}
     merged: dict[str, Any] = {} if from_index else dict.fromkeys(optional)
     merged.update(given)

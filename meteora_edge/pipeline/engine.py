@@ -7,7 +7,9 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
 2. ``selection``  — rationales (given / generator / written by rule from the query) and ECSE;
    with a relevance scorer (an LLM), ECSE's best candidates are re-cut by ECSE and LLM
    scores together (:mod:`~meteora_edge.pipeline.rerank`);
-3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none);
+3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none), then the
+   token cover: a candidate the ladder did not accept is accepted when it matches words of the
+   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
 5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
@@ -33,11 +35,12 @@ import numpy as np
 from ..documents import document_texts
 from ..errors import ConfigError, InputError, LocalIndexError, ModelError
 from ..index.corpus_index import CorpusIndex
-from ..models.analyzer import Analyzer, analyzer_of
+from ..models.analyzer import STOP_WORDS, Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
+from ..selection.token_cover import cover_query
 from ..selection.verification import VerifierLike
 from .budget import CUT_TO_FIT, PackDecision, TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
@@ -220,6 +223,7 @@ class _Run:
         self.flagged: set[int] = set()
         self.errored: set[int] = set()
         self.fallback_added: list[int] = []
+        self.reranked = False
         self.final: list[int] = []
         self.priority: dict[int, tuple[float, str]] = {}
         self._bm25: BM25Index | None = None
@@ -363,6 +367,7 @@ class _Run:
                    f"{cfg.scoring} scores)")
         if pipe.relevance_scorer is not None and cfg.llm_pool is not None:
             details["llm_rerank"] = self._llm_rerank(scores)
+            self.reranked = True
             summary += f"; LLM rerank of {len(details['llm_rerank']['pool'])} kept {len(self.order)}"
         self._phase("selection", t0, summary, **details)
 
@@ -455,10 +460,65 @@ class _Run:
                 if used == "cross-encoder" and score is not None:
                     self.priority[position] = (score, "cross-encoder")
         threshold = {"cross-encoder": self.pipe.cross_encoder_tau, "cosine": self.pipe.cosine_tau}.get(rung)
-        self._phase("verify", t0, f"rung {rung}: {len(self.accepted)} of {len(self.order)} accepted",
+        summary = f"rung {rung}: {len(self.accepted)} of {len(self.order)} accepted"
+        cover = self._token_cover()
+        if cover.get("added"):
+            summary += f"; the token cover added {len(cover['added'])}"
+        self._phase("verify", t0, summary,
                     rung=rung, tau=threshold, accepted=[self.labels[p] for p in self.accepted],
                     flagged=[self.labels[p] for p in sorted(self.flagged)],
-                    errors=[self.labels[p] for p in sorted(self.errored)])
+                    errors=[self.labels[p] for p in sorted(self.errored)], token_cover=cover)
+
+    def _token_cover(self) -> dict[str, Any]:
+        """Accept the candidates that bring query words no accepted chunk matches (see the module doc).
+
+        It walks ECSE's best candidates (selection score ``token_cover_z`` standard deviations above
+        the mean or more) that the ladder did not accept, leaving out those a model (the LLM or the
+        cross-encoder) rejected or flagged. On the cosine rung what it adds is accepted (verified by
+        ``token-cover``): that rung compares the whole chunk with the whole question, which is what a
+        fact answering one part of it fails. On a model's rung the model judges each addition it has
+        not read yet, and only those it passes enter.
+        It runs with a verification rung only (with ``none`` the selection is accepted as it is, as
+        ``select --chunks`` does unless asked to verify), and not after an LLM rerank: the model has
+        judged the best candidates.
+        """
+        cfg = self.cfg
+        if cfg.token_cover is None:
+            return {"min_gain": None}
+        details: dict[str, Any] = {"min_gain": cfg.token_cover, "z": cfg.token_cover_z}
+        if self.pipe.rung == "none":
+            return {**details, "skipped": "verification is off (every selected chunk is accepted)"}
+        if self.reranked:
+            return {**details, "skipped": "the LLM rerank judged the best candidates"}
+        if any(r.ecse_score is None for r in self.records) or not self.records:
+            return {**details, "skipped": "no selection scores (ECSE off)"}
+        read_by_model = {p for p, r in enumerate(self.records)
+                         if r.verified is False and r.verified_by in ("llm", "cross-encoder")}
+        eligible = [p for p in range(len(self.records))
+                    if p not in read_by_model and p not in self.flagged and p not in self.errored]
+        stop = STOP_WORDS if self.pipe.analyzer.stop_words == "english" else frozenset()
+        cover = cover_query(self.pipe.encoder, self.query, self.texts,
+                            np.array([r.ecse_score for r in self.records]), self.accepted, eligible,
+                            min_gain=cfg.token_cover, z_min=cfg.token_cover_z, stop_words=stop)
+        if cover.skipped:
+            return {**details, "skipped": cover.skipped}
+        added, refused = list(zip(cover.added, cover.gains, cover.words)), []
+        if self.pipe.rung in ("llm", "cross-encoder") and added:  # a model reads what it has not read yet
+            verdicts = {p: (passed, score, used) for p, passed, score, used in self._judge([p for p, _, _ in added],
+                                                                                          self.pipe.rung)}
+            for position, (passed, score, used) in verdicts.items():
+                record = self.records[position]
+                record.verified, record.relevance, record.verified_by = passed, score, used
+            refused = [a for a in added if not verdicts[a[0]][0]]
+            added = [a for a in added if verdicts[a[0]][0]]
+        for position, gain, _ in added:
+            record = self.records[position]
+            record.verified, record.token_gain = True, gain
+            if self.pipe.rung not in ("llm", "cross-encoder"):
+                record.verified_by = "token-cover"
+            self.accepted.append(position)
+        return {**details, "added": [self.labels[p] for p, _, _ in added], "gains": [g for _, g, _ in added],
+                "words": [w for _, _, w in added], "refused": [self.labels[p] for p, _, _ in refused]}
 
     # -- 4. fallback ---------------------------------------------------------------------
 

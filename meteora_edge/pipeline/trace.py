@@ -20,7 +20,8 @@ class CandidateRecord:
     ``lexical_score`` (BM25 of the query); ``ecse_score`` (selection: max of pooled and
     pairing score); ``llm_score`` (the LLM rerank's relevance margin, pooled chunks only);
     ``relevance`` (the verification rung's score, ``verified_by`` names the
-    rung); ``bm25_score`` (the fallback's); ``priority`` (what prioritisation sorted by).
+    rung, or ``token-cover``); ``token_gain`` (the share of the query's words the token cover
+    accepted it for); ``bm25_score`` (the fallback's); ``priority`` (what prioritisation sorted by).
     """
 
     candidate: int
@@ -37,6 +38,7 @@ class CandidateRecord:
     verdict: dict[str, Any] | None = None
     verified: bool | None = None
     verified_by: str | None = None
+    token_gain: float | None = None
     via_fallback: bool = False
     bm25_score: float | None = None
     priority: float | None = None

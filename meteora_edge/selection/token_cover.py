@@ -1,0 +1,162 @@
+"""The token cover: accept the chunks that match a word of the question no accepted chunk matches yet.
+
+A question that needs several facts names a piece of each ("Which property of a mineral can be
+determined just by looking at it?": a property, a mineral, looking). Every word of the question
+should find a close word in some kept chunk. The term cover (:func:`.stages.term_cover`) asks
+that of whole terms after stemming; this one asks it of the encoder's word-piece vectors before
+pooling, so "terminate" is matched by "end" and "looking" by "observe" (BERTScore's recall).
+
+For each word piece ``i`` of the question and each chunk ``j``, ``m[j, i]`` is the best cosine
+between the piece and a piece of the chunk. Pieces are weighted by their IDF over the
+candidates (stop words and punctuation weigh nothing; weights sum to 1), so the coverage of a
+set of chunks ``K`` is ``sum_i w_i max_{j in K} m[j, i]``. Walking the candidates best first
+while their standardised selection score is high enough, a chunk is added when it raises that
+coverage by at least ``min_gain``: a question whose words one chunk covers adds nothing, one
+whose words are spread over four facts adds the facts that bring the uncovered words.
+
+The pipeline runs it after the verification rung (:func:`cover_query`): a fact that answers one
+part of a multi-part question has a low cosine to the question as a whole, so the cosine rung
+rejects it, while the words it brings show what it is for.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from .stages import standardise
+
+__all__ = ["piece_weights", "best_matches", "token_cover", "cover_query", "QueryCover"]
+
+_MARKS = ("##", "\u2581", "\u0120")  # WordPiece continuation, SentencePiece and byte-level BPE word starts
+
+
+def piece_weights(query: Sequence[str], chunks: Sequence[Sequence[str]], stop_words: frozenset[str]) -> np.ndarray:
+    """IDF weight of each question piece over ``chunks`` (each a list of pieces), summing to 1.
+
+    A piece without a letter or digit, or that is a stop word, weighs 0; when every piece does,
+    the weights are all 0 (the question has no content to cover).
+
+    Example:
+        >>> piece_weights(["the", "mineral", "##s", "?"], [["mineral"], ["rock"]], frozenset({"the"})).round(3).tolist()
+        [0.0, 0.401, 0.599, 0.0]
+    """
+    frequency: dict[str, int] = {}
+    for pieces in chunks:
+        for piece in set(pieces):
+            frequency[piece] = frequency.get(piece, 0) + 1
+    n = len(chunks)
+    weights = np.zeros(len(query), dtype=np.float64)
+    for i, piece in enumerate(query):
+        word = piece
+        for mark in _MARKS:
+            word = word.removeprefix(mark)
+        if any(c.isalnum() for c in word) and (piece.startswith("##") or word.lower() not in stop_words):
+            weights[i] = math.log((n + 1) / (frequency.get(piece, 0) + 1)) + 1
+    total = weights.sum()
+    return weights / total if total > 0 else weights
+
+
+def best_matches(query: np.ndarray, chunks: Sequence[np.ndarray]) -> np.ndarray:
+    """``(len(chunks), pieces)``: each question piece's best cosine to a piece of each chunk.
+
+    ``query`` and every chunk are unit-length piece vectors, one row per piece; a chunk with no
+    pieces matches nothing (0).
+    """
+    out = np.zeros((len(chunks), len(query)), dtype=np.float64)
+    for j, vectors in enumerate(chunks):
+        if len(vectors) and len(query):
+            out[j] = (np.asarray(query, dtype=np.float64) @ np.asarray(vectors, dtype=np.float64).T).max(axis=1)
+    return out
+
+
+def token_cover(
+    matches: dict[int, np.ndarray], weights: np.ndarray, kept: Sequence[int], walk: Sequence[int], *, min_gain: float
+) -> tuple[list[int], list[float]]:
+    """The chunks of ``walk`` (best first) to add, and the coverage each added.
+
+    ``matches[p]`` is chunk ``p``'s row of :func:`best_matches`, for every chunk of ``kept`` and
+    ``walk``. A chunk is added when it raises the weighted coverage of the question's pieces by
+    at least ``min_gain``; what it covers counts as covered for the chunks after it.
+
+    Example:
+        >>> rows = {0: np.array([0.9, 0.1]), 1: np.array([0.8, 0.2]), 2: np.array([0.1, 0.9])}
+        >>> token_cover(rows, np.array([0.5, 0.5]), [0], [1, 2], min_gain=0.1)  # 1 adds only 0.05
+        ([2], [0.4])
+    """
+    width = len(weights)
+    covered = np.max([matches[p] for p in kept], axis=0) if len(kept) else np.zeros(width)
+    added: list[int] = []
+    gains: list[float] = []
+    for p in walk:
+        gain = float(weights @ np.maximum(matches[p] - covered, 0.0))
+        if gain >= min_gain:
+            added.append(int(p))
+            gains.append(round(gain, 6))
+            covered = np.maximum(covered, matches[p])
+    return added, gains
+
+
+@dataclass(frozen=True)
+class QueryCover:
+    """What :func:`cover_query` added (best first), the coverage each brought, the query pieces it
+    covered, and why it added nothing when it could not run (``skipped``)."""
+
+    added: list[int] = field(default_factory=list)
+    gains: list[float] = field(default_factory=list)
+    words: list[list[str]] = field(default_factory=list)
+    skipped: str | None = None
+
+
+def cover_query(
+    encoder: Any,
+    query: str,
+    texts: Sequence[str],
+    scores: np.ndarray,
+    kept: Sequence[int],
+    eligible: Sequence[int],
+    *,
+    min_gain: float,
+    z_min: float,
+    stop_words: frozenset[str],
+) -> QueryCover:
+    """Run the token cover for ``query`` over the candidates ``texts``.
+
+    Walks the ``eligible`` positions best first by ``scores`` (the selection score) while their
+    standardised score is at least ``z_min`` and adds each that raises the coverage of the
+    query's word pieces, given ``kept``, by ``min_gain`` (:func:`token_cover`). The piece weights
+    are IDF over every candidate (tokenising only); the encoder runs on the query, ``kept`` and
+    the walk alone. It needs an encoder with ``pieces`` and ``token_vectors`` (the ONNX encoder)
+    and at least one kept chunk; otherwise nothing is added and ``skipped`` says why.
+    """
+    pieces_of = getattr(encoder, "pieces", None)
+    vectors_of = getattr(encoder, "token_vectors", None)
+    if pieces_of is None or vectors_of is None:
+        return QueryCover(skipped="the encoder gives no word-piece vectors")
+    if not kept:
+        return QueryCover(skipped="no chunk accepted to extend")
+    values = np.asarray(scores, dtype=np.float64)
+    z = standardise(values)
+    allowed = {int(p) for p in eligible} - {int(p) for p in kept}
+    walk = [int(p) for p in np.lexsort((np.arange(len(values)), -values)) if z[p] >= z_min and int(p) in allowed]
+    if not walk:
+        return QueryCover()
+    query_pieces, *chunk_pieces = pieces_of([query, *texts])
+    weights = piece_weights(query_pieces, chunk_pieces, stop_words)
+    if not weights.any():
+        return QueryCover(skipped="the query has no content words")
+    rows = [*kept, *walk]
+    query_vectors, *vectors = vectors_of([query, *(texts[p] for p in rows)])
+    matches = dict(zip(rows, best_matches(query_vectors, vectors)))
+    added, gains = token_cover(matches, weights, kept, walk, min_gain=min_gain)
+    covered = np.max([matches[p] for p in kept], axis=0)
+    words = []
+    for p in added:  # the pieces each addition lifted most (the trace's "why")
+        lift = weights * np.maximum(matches[p] - covered, 0.0)
+        words.append([query_pieces[i] for i in np.argsort(-lift, kind="stable")[:3] if lift[i] > 0])
+        covered = np.maximum(covered, matches[p])
+    return QueryCover(added, gains, words)
