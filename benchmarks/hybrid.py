@@ -12,7 +12,10 @@ machine hits both alike:
 * ``before``  — the previous default: dense scoring, the query as the only rationale;
 * ``hybrid``  — hybrid scoring, the query as the only rationale;
 * ``no-cover`` — hybrid scoring and rule-written rationales, without the term cover;
-* ``default`` — hybrid scoring, rule-written rationales (parts + second hop) and the term cover.
+* ``default`` — hybrid scoring, rule-written rationales (parts + second hop) and the term cover;
+* ``verified`` — ``default`` and the cosine verification rung, without the token cover;
+* ``tokens``  — ``verified`` with the token cover (``token_cover=0.05``): the encoder runs again, for
+  word-piece vectors, on the query, the accepted chunks and the best unaccepted ones.
 
 Then the BM25 index of 40 sentences alone: build + one query, the work hybrid scoring adds.
 """
@@ -40,6 +43,8 @@ CONFIGS = {
                              verification="none"),
     "no-cover": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="none", cover_z=None),
     "default": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="none"),
+    "verified": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="cosine", token_cover=None),
+    "tokens": PipelineConfig(n_min=None, theta_redundancy=None, t_max=None, verification="cosine", token_cover=0.05),
 }
 
 
