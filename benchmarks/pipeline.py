@@ -4,7 +4,9 @@ Usage: python benchmarks/pipeline.py [--chunks 100000] [--queries 50] [--bundle 
 
 Builds a synthetic index (Zipf-distributed vocabulary, ~40 words a chunk) with the hashing
 encoder (or an ONNX bundle), runs the pipeline without an LLM, and prints per-phase and
-total latency (p50/p95), then times BM25 queries here and with rank-bm25 on the same corpus.
+total latency (p50/p95) with the token cover on (the default) and off, alternating query by query
+(with the hashing encoder it has no word pieces and does not run), then times BM25 queries here
+and with rank-bm25 on the same corpus.
 """
 
 from __future__ import annotations
@@ -80,23 +82,31 @@ def main() -> None:
         print(f"\nindex: {len(index)} chunks, encoder {index.encoder_id}; build {build_s:.1f} s; size {size_mb:.1f} MB; "
               f"load {load_full * 1000:.0f} ms with sha256 checks, {load_fast * 1000:.0f} ms without")
 
-        pipe = EvidencePipeline(PipelineConfig(k_init=20, tau_relevance=0.3, n_min=3, theta_redundancy=0.85, t_max=512),
-                                encoder=encoder, index=index)
+        settings = {"k_init": 20, "tau_relevance": 0.3, "n_min": 3, "theta_redundancy": 0.85, "t_max": 512}
+        pipes = {"token cover on": EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=index),
+                 "token cover off": EvidencePipeline(PipelineConfig(**settings, token_cover=None), encoder=encoder,
+                                                     index=index)}
         queries = queries_from(corpus, args.queries)
-        pipe.run(queries[0])  # warm-up
-        phases: dict[str, list[float]] = {}
-        totals = []
+        phases: dict[str, dict[str, list[float]]] = {name: {} for name in pipes}
+        totals: dict[str, list[float]] = {name: [] for name in pipes}
+        for pipe in pipes.values():
+            pipe.run(queries[0])  # warm-up
         for q in queries:
-            t0 = time.perf_counter()
-            result = pipe.run(q)
-            totals.append((time.perf_counter() - t0) * 1000)
-            for p in result.trace.phases:
-                phases.setdefault(p.name, []).append(p.ms)
-        print(f"\npipeline latency over {len(queries)} queries (ms, no LLM, k_init 20, cosine rung):")
-        print(f"  {'phase':<12} {'p50':>8} {'p95':>8}")
-        for name, values in phases.items():
-            print(f"  {name:<12} {percentile(values, 50):8.2f} {percentile(values, 95):8.2f}")
-        print(f"  {'total':<12} {percentile(totals, 50):8.2f} {percentile(totals, 95):8.2f}")
+            for name, pipe in pipes.items():
+                t0 = time.perf_counter()
+                result = pipe.run(q)
+                totals[name].append((time.perf_counter() - t0) * 1000)
+                for p in result.trace.phases:
+                    phases[name].setdefault(p.name, []).append(p.ms)
+        print(f"\npipeline latency over {len(queries)} queries (ms, no LLM, k_init 20, cosine rung), p50 / p95:")
+        print(f"  {'phase':<12}" + "".join(f"{name:>22}" for name in pipes))
+        for phase in phases["token cover on"]:
+            print(f"  {phase:<12}" + "".join(f"{percentile(phases[n][phase], 50):12.2f} / {percentile(phases[n][phase], 95):7.2f}"
+                                             for n in pipes))
+        print(f"  {'total':<12}" + "".join(f"{percentile(totals[n], 50):12.2f} / {percentile(totals[n], 95):7.2f}"
+                                         for n in pipes))
+        on, off = (statistics.median(totals[n]) for n in pipes)
+        print(f"  token cover on / off (p50): {on / off:.2f}x")
 
         ours = []
         for q in queries:
