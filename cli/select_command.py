@@ -88,9 +88,10 @@ def _number_or_off(ctx: click.Context, param: click.Parameter, value: str | None
                    "holds a rationale term no kept chunk holds, unless the best leads the runner-up by 0.5; "
                    "off turns it off [0.5].")
 @click.option("--token-cover", default=None, metavar="GAIN|off", callback=_number_or_off,
-              help="ECSE's token cover also keeps each candidate at least one standard deviation above the mean that "
-                   "raises by GAIN (0-1) the share of the question's words a kept chunk matches by the encoder's "
-                   "word-piece vectors (paraphrases count); off turns it off [0.05; the hashing encoder has none].")
+              help="After the verification rung, the token cover also accepts each candidate at least one standard "
+                   "deviation above the mean that raises by GAIN (0-1) the share of the question's words an accepted "
+                   "chunk matches by the encoder's word-piece vectors (paraphrases count); runs only with a rung "
+                   "(--index, or --tau/--verification); off turns it off [0.05; the hashing encoder has none].")
 @click.option("--verification", type=click.Choice(["auto", "llm", "cross-encoder", "cosine", "none"]), default=None,
               help="Verification rung [auto with --index, or with --chunks and --tau; else none].")
 @click.option("--tau", type=float, default=None, callback=lambda ctx, param, value: _check_tau(value),

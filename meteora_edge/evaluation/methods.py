@@ -282,9 +282,10 @@ class CachedEncoder:
         self.analyzer = getattr(encoder, "analyzer", None)
         self.cosine_tau = getattr(encoder, "cosine_tau", None)
         self._memo: dict[str, np.ndarray] = {}
-        self._pieces: dict[str, np.ndarray] = {}
-        if not hasattr(encoder, "token_vectors"):  # the token cover then says the encoder has no word pieces
-            self.pieces = self.token_vectors = None  # type: ignore[assignment,method-assign]
+        self._token_memo: dict[str, np.ndarray] = {}
+        if hasattr(encoder, "token_vectors"):  # word pieces only when the wrapped encoder has them (the token cover)
+            self.pieces = encoder.pieces  # type: ignore[union-attr]
+            self.token_vectors = self._token_vectors
 
     def encode(self, texts: list[str]) -> np.ndarray:
         missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
@@ -293,16 +294,12 @@ class CachedEncoder:
                 self._memo[text] = row
         return np.stack([self._memo[t] for t in texts]) if texts else np.zeros((0, 1), dtype=np.float32)
 
-    def pieces(self, texts: list[str]) -> list[list[str]]:
-        """The wrapped encoder's word pieces (for the token cover); AttributeError when it has none."""
-        return self.inner.pieces(texts)  # type: ignore[union-attr]
-
-    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
+    def _token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """The wrapped encoder's word-piece vectors, each text's run once (methods compared on a question share them)."""
-        missing = list(dict.fromkeys(t for t in texts if t not in self._pieces))
+        missing = list(dict.fromkeys(t for t in texts if t not in self._token_memo))
         if missing:
-            self._pieces.update(zip(missing, self.inner.token_vectors(missing)))  # type: ignore[union-attr]
-        return [self._pieces[t] for t in texts]
+            self._token_memo.update(zip(missing, self.inner.token_vectors(missing)))  # type: ignore[union-attr]
+        return [self._token_memo[t] for t in texts]
 
     def warm(self, question: EvalQuestion) -> float:
         """Embed a question and its candidates now; return the milliseconds it took."""

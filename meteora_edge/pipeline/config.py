@@ -66,13 +66,15 @@ class PipelineConfig:
             keeps those facts (see :func:`~meteora_edge.selection.stages.term_cover`); ``None``: off.
         cover_lead: the term cover adds nothing when the best candidate leads the runner-up by
             this many standard deviations (one chunk answers).
-        token_cover: the token cover: walking the candidates best first while their standardised
-            selection score is at least ``token_cover_z``, ECSE also keeps each that raises by at
-            least this the share of the query's words (word pieces, IDF-weighted, each counted by
-            its best cosine in a kept chunk) that the kept chunks match, so a question whose words
-            are spread over several facts keeps those facts even when they say it in other words
-            (see :mod:`~meteora_edge.selection.token_cover`); needs an ONNX encoder (the hashing
-            encoder has no word pieces); ``None``: off.
+        token_cover: the token cover: after the verification rung, walking the candidates it did
+            not accept best first while their standardised selection score is at least
+            ``token_cover_z``, the pipeline also accepts each that raises by at least this the share
+            of the query's words (word pieces, IDF-weighted, each counted by its best cosine in an
+            accepted chunk) that the accepted chunks match, so a question whose words are spread over
+            several facts keeps those facts even when they say it in other words (see
+            :mod:`~meteora_edge.selection.token_cover`; a model rung reads each addition first); runs
+            only with a verification rung and not after an LLM rerank; needs an ONNX encoder (the
+            hashing encoder has no word pieces); ``None``: off.
         token_cover_z: where the token cover's walk stops, in standard deviations of the
             selection score.
         robust_z: the robust cut keeps chunks whose pooled score lies at least this many robust

@@ -490,10 +490,10 @@ class _Run:
             return {**details, "skipped": "verification is off (every selected chunk is accepted)"}
         if self.reranked:
             return {**details, "skipped": "the LLM rerank judged the best candidates"}
-        if any(r.ecse_score is None for r in self.records) or not self.records:
+        if not self.records or any(r.ecse_score is None for r in self.records):
             return {**details, "skipped": "no selection scores (ECSE off)"}
-        read_by_model = {p for p, r in enumerate(self.records)
-                         if r.verified is False and r.verified_by in ("llm", "cross-encoder")}
+        models = ("llm", "cross-encoder")
+        read_by_model = {p for p, r in enumerate(self.records) if r.verified is False and r.verified_by in models}
         eligible = [p for p in range(len(self.records))
                     if p not in read_by_model and p not in self.flagged and p not in self.errored]
         stop = STOP_WORDS if self.pipe.analyzer.stop_words == "english" else frozenset()
@@ -503,7 +503,7 @@ class _Run:
         if cover.skipped:
             return {**details, "skipped": cover.skipped}
         added, refused = list(zip(cover.added, cover.gains, cover.words)), []
-        if self.pipe.rung in ("llm", "cross-encoder") and added:  # a model reads what it has not read yet
+        if self.pipe.rung in models and added:  # a model reads what it has not read yet
             verdicts = {p: (passed, score, used) for p, passed, score, used in self._judge([p for p, _, _ in added],
                                                                                           self.pipe.rung)}
             for position, (passed, score, used) in verdicts.items():
@@ -514,7 +514,7 @@ class _Run:
         for position, gain, _ in added:
             record = self.records[position]
             record.verified, record.token_gain = True, gain
-            if self.pipe.rung not in ("llm", "cross-encoder"):
+            if self.pipe.rung not in models:
                 record.verified_by = "token-cover"
             self.accepted.append(position)
         return {**details, "added": [self.labels[p] for p, _, _ in added], "gains": [g for _, g, _ in added],
