@@ -14,8 +14,11 @@ machine hits both alike:
 * ``no-cover`` — hybrid scoring and rule-written rationales, without the term cover;
 * ``default`` — hybrid scoring, rule-written rationales (parts + second hop) and the term cover;
 * ``verified`` — ``default`` and the cosine verification rung, without the token cover;
-* ``tokens``  — ``verified`` with the token cover (``token_cover=0.05``): the encoder runs again, for
-  word-piece vectors, on the query, the accepted chunks and the best unaccepted ones.
+* ``tokens``  — ``verified`` with the token cover (``token_cover=0.05``): the word-piece vectors of
+  the query, the accepted chunks and the best unaccepted ones, read from the encoder's memory of the
+  pass that embedded them;
+* ``rerun``   — ``tokens`` with that memory off (``token_memo_bytes`` 0), as before session 15: the
+  encoder runs again on those texts for their word-piece vectors.
 
 Then the BM25 index of 40 sentences alone: build + one query, the work hybrid scoring adds.
 """
@@ -63,13 +66,18 @@ def main() -> None:
 
     print(machine_header(("numpy", "onnxruntime")))
     from meteora_edge import OnnxEncoder
+    from meteora_edge.models.token_memo import TokenMemo
 
     encoder = OnnxEncoder.from_bundle(args.bundle, precision=args.precision, threads=1)
     print(f"encoder: {encoder.identity}, 1 thread; 40 candidates per question, {args.questions} questions x "
           f"{args.repeats} repeats")
     questions = load_hotpot(args.data, limit=args.questions)
     pipes = {name: EvidencePipeline(config, encoder=encoder) for name, config in CONFIGS.items()}
-    pipes["before"].run(questions[0].question, passages=forty(questions[0].candidates))  # warm-up
+    forgetful = OnnxEncoder.from_bundle(args.bundle, precision=args.precision, threads=1)
+    forgetful.token_memo = TokenMemo(0)
+    pipes["rerun"] = EvidencePipeline(CONFIGS["tokens"], encoder=forgetful)
+    for warm in ("before", "rerun"):  # warm-up: both encoders
+        pipes[warm].run(questions[0].question, passages=forty(questions[0].candidates))
     times: dict[str, list[float]] = {name: [] for name in pipes}
     for _ in range(args.repeats):
         for q in questions:

@@ -39,6 +39,7 @@ from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
 from .cpu_features import cpu_info
 from .precision import MIN_COSINE, PRECISIONS, VARIANTS, below_bound, choose_precision, probe_cosine
+from .token_memo import DEFAULT_TOKEN_MEMO_BYTES, TokenMemo
 
 __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 
@@ -100,6 +101,10 @@ class OnnxEncoder:
         sessions: onnxruntime sessions (each with ``threads`` intra-op threads) that run batches
             at the same time; more than one helps index builds on cores shared with other
             work, and costs a copy of the model's weights per session.
+        token_memo_bytes: how many bytes of word-piece vectors the model's runs leave in memory
+            for :meth:`token_vectors` (the texts used last; 0: none). The token cover then reads
+            a given passage's vectors from the pass that embedded it instead of running the
+            model on it again. In this process only; nothing is written.
 
     Raises:
         ConfigError: an option is out of range.
@@ -128,6 +133,7 @@ class OnnxEncoder:
         analyzer: Analyzer = DEFAULT_ANALYZER,
         isolate_texts: bool = False,
         sessions: int = 1,
+        token_memo_bytes: int = DEFAULT_TOKEN_MEMO_BYTES,
     ) -> None:
         if isinstance(cosine_tau, bool) or not isinstance(cosine_tau, (int, float)) or not -1.0 <= cosine_tau <= 1.0:
             raise ConfigError(f"cosine_tau must be a number in [-1, 1] (a cosine), got {cosine_tau!r}")
@@ -141,6 +147,9 @@ class OnnxEncoder:
         self.threads = _positive_int("threads", threads)
         self.sessions = _positive_int("sessions", sessions)
         self.isolate_texts = bool(isolate_texts)
+        if isinstance(token_memo_bytes, bool) or not isinstance(token_memo_bytes, int) or token_memo_bytes < 0:
+            raise ConfigError(f"token_memo_bytes must be an integer >= 0 (0: keep none), got {token_memo_bytes!r}")
+        self.token_memo = TokenMemo(token_memo_bytes)
         if pooling not in POOLINGS:
             raise ConfigError(f"pooling must be one of {', '.join(POOLINGS)}, got {pooling!r}")
         self.pooling = pooling
@@ -381,7 +390,10 @@ class OnnxEncoder:
 
         def work(k: int) -> None:  # session k runs batches k, k + n, ... (longest first: the shares even out)
             for rows in batches[k :: len(sessions)]:
-                out[rows] = self._run([encodings[i] for i in rows], sessions[k])
+                batch = [encodings[i] for i in rows]
+                hidden, mask = self._hidden(batch, sessions[k])
+                out[rows] = self._pooled(hidden, mask)
+                self._remember([texts[i] for i in rows], batch, hidden)
 
         if len(sessions) == 1:
             work(0)
@@ -392,9 +404,22 @@ class OnnxEncoder:
 
     def _run(self, batch: list[Any], session: Any = None) -> np.ndarray:
         """Embed one batch of tokenizer encodings (on ``session``, by default the first)."""
-        hidden, mask = self._hidden(batch, session)
+        return self._pooled(*self._hidden(batch, session))
+
+    def _pooled(self, hidden: np.ndarray, mask: np.ndarray) -> np.ndarray:
         vectors = pool(hidden, mask, self.pooling)
         return normalize_rows(vectors).astype(np.float32) if self.normalize else vectors.astype(np.float32)
+
+    @staticmethod
+    def _piece_rows(hidden: np.ndarray, encoding: Any) -> np.ndarray:
+        """One text's unit-length word-piece vectors from its row of ``hidden`` (special tokens dropped)."""
+        keep = [k for k, special in enumerate(encoding.special_tokens_mask) if not special]
+        return normalize_rows(hidden[keep]).astype(np.float32)
+
+    def _remember(self, texts: list[str], batch: list[Any], hidden: np.ndarray) -> None:
+        if self.token_memo.max_bytes:
+            for row, (text, encoding) in enumerate(zip(texts, batch)):
+                self.token_memo.put(text, self._piece_rows(hidden[row], encoding))
 
     def _hidden(self, batch: list[Any], session: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """The model's token vectors ``(batch, seq, dim)`` for one batch of encodings, and its attention mask."""
@@ -419,8 +444,9 @@ class OnnxEncoder:
     def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
         """Per text: its word pieces' vectors before pooling, unit length, one row per piece of :meth:`pieces`.
 
-        What a token-level match needs ("terminate" near "end"). The model runs again on
-        ``texts`` (the cache holds pooled vectors only); each text runs alone when the
+        What a token-level match needs ("terminate" near "end"). A text the model ran on lately
+        (:meth:`encode` included) is read from the in-memory :attr:`token_memo`; the model runs
+        on the others (the embedding cache holds pooled vectors only): each text alone when the
         variant's activations are quantised per batch (``isolate_texts``), else in length-sorted
         batches, so a text's vectors do not depend on the texts beside it more than its pooled
         vector does.
@@ -429,19 +455,24 @@ class OnnxEncoder:
             ConfigError: an item is not a string.
             ModelError: onnxruntime fails while running.
         """
-        self._load()
         texts = self._checked(texts)
-        encodings = tokenize_batch(self._tokenizer, texts) if texts else []
-        order = sorted(range(len(texts)), key=lambda i: len(encodings[i].ids))
-        size = 1 if self.isolate_texts else self.batch_size
-        out: list[np.ndarray] = [np.zeros((0, 0), dtype=np.float32)] * len(texts)
-        for start in range(0, len(order), size):
-            rows = order[start : start + size]
-            hidden, _ = self._hidden([encodings[i] for i in rows])
-            for row, i in enumerate(rows):
-                keep = [k for k, special in enumerate(encodings[i].special_tokens_mask) if not special]
-                out[i] = normalize_rows(hidden[row, keep]).astype(np.float32)
-        return out
+        out: list[np.ndarray | None] = [self.token_memo.get(t) for t in texts]
+        todo = list(dict.fromkeys(t for t, found in zip(texts, out) if found is None))
+        if todo:
+            self._load()
+            encodings = tokenize_batch(self._tokenizer, todo)
+            order = sorted(range(len(todo)), key=lambda i: len(encodings[i].ids))
+            size = 1 if self.isolate_texts else self.batch_size
+            fresh: dict[str, np.ndarray] = {}
+            for start in range(0, len(order), size):
+                rows = order[start : start + size]
+                batch = [encodings[i] for i in rows]
+                hidden, _ = self._hidden(batch)
+                for row, i in enumerate(rows):
+                    fresh[todo[i]] = self._piece_rows(hidden[row], encodings[i])
+                self._remember([todo[i] for i in rows], batch, hidden)
+            out = [found if found is not None else fresh[t] for t, found in zip(texts, out)]
+        return out  # type: ignore[return-value]
 
     @staticmethod
     def _checked(texts: list[str]) -> list[str]:

@@ -205,8 +205,13 @@ def test_word_piece_vectors_are_unit_rows_one_per_piece_and_match_paraphrases(mi
     ended = pieces[0].index("ended")
     matches = best_matches(vectors[0], vectors[1:])
     assert matches[0, ended] > matches[1, ended] + 0.1  # "ended" is nearer "terminate" than anything about invoices
+    minilm.token_memo.clear()  # else the vectors just computed come back from memory
     alone = minilm.token_vectors([texts[1]])[0]
     assert np.allclose(alone, vectors[1], atol=0.02)  # a text's vectors barely depend on its batch
+    minilm.token_memo.clear()
+    minilm.encode(texts[:3])  # the pooled pass leaves the same pieces' vectors in memory
+    for text, rows in zip(texts[:3], vectors):
+        assert np.allclose(minilm.token_memo.get(text), rows, atol=1e-5)
     with pytest.raises(ConfigError, match=r"texts\[1\] is int"):
         minilm.token_vectors(["fine", 3])
 
