@@ -95,6 +95,10 @@ class PipelineConfig:
             ``verify_batch``, e.g. ``LlamaBatchVerifier``); a one-chunk verifier ignores it.
         n_min: BM25 fallback fires when fewer chunks survive verification (None: never).
         theta_redundancy: cosine above which a lower-ranked chunk is a duplicate (None: keep all).
+        spare_new_words: a chunk above ``theta_redundancy`` is kept anyway when it matches words
+            of the query that the chunks kept before it do not, by at least ``token_cover`` (the
+            token cover's own test): two sentences of one article or one contract are close as
+            wholes yet may answer different parts of a question. Only when the token cover ran.
         t_max: token budget (None: unlimited).
         oversize: what happens to a chunk larger than the whole budget: ``drop`` or ``truncate``.
         max_candidates / max_chunk_chars / max_rationales: resource limits.
@@ -125,6 +129,7 @@ class PipelineConfig:
     verification_batch: int = 8
     n_min: int | None = 1
     theta_redundancy: float | None = 0.85
+    spare_new_words: bool = True
     t_max: int | None = 512
     oversize: str = "drop"
     max_candidates: int = 10_000
@@ -159,6 +164,8 @@ class PipelineConfig:
         _check_int("verification_batch", self.verification_batch, 1)
         _check_int("n_min", self.n_min, 0, optional=True)
         _check_float("theta_redundancy", self.theta_redundancy, -1.0, 1.0, optional=True)
+        if not isinstance(self.spare_new_words, bool):
+            raise ConfigError(f"spare_new_words must be true or false, got {self.spare_new_words!r}")
         _check_int("t_max", self.t_max, 1, optional=True)
         if self.oversize not in ("drop", "truncate"):
             raise ConfigError(f"oversize must be 'drop' or 'truncate', got {self.oversize!r}")

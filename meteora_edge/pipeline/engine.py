@@ -40,7 +40,7 @@ from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
-from ..selection.token_cover import cover_query
+from ..selection.token_cover import QueryCover, cover_query
 from ..selection.verification import VerifierLike
 from .budget import CUT_TO_FIT, PackDecision, TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
@@ -225,6 +225,7 @@ class _Run:
         self.fallback_added: list[int] = []
         self.reranked = False
         self.final: list[int] = []
+        self.cover: QueryCover | None = None  # the token cover's, when it ran (prioritisation asks it too)
         self.priority: dict[int, tuple[float, str]] = {}
         self._bm25: BM25Index | None = None
 
@@ -497,7 +498,7 @@ class _Run:
         eligible = [p for p in range(len(self.records))
                     if p not in read_by_model and p not in self.flagged and p not in self.errored]
         stop = STOP_WORDS if self.pipe.analyzer.stop_words == "english" else frozenset()
-        cover = cover_query(self.pipe.encoder, self.query, self.texts,
+        cover = self.cover = cover_query(self.pipe.encoder, self.query, self.texts,
                             np.array([r.ecse_score for r in self.records]), self.accepted, eligible,
                             min_gain=cfg.token_cover, z_min=cfg.token_cover_z, stop_words=stop)
         if cover.skipped:
@@ -604,15 +605,27 @@ class _Run:
             self._phase("prioritise", t0, f"{len(ordered)} ordered by {'/'.join(names) or '-'}; dedup off",
                         theta=None, priority=names)
             return
-        kept, absorbed = drop_duplicates(self.vectors, ordered, theta)
+        spared: dict[int, float] = {}
+        matcher = self.cover.matcher if self.cover is not None and self.cfg.spare_new_words else None
+
+        def brings_words(position: int, kept: list[int]) -> bool:  # the token cover's test, against the kept
+            gain = matcher.gain(position, kept)  # type: ignore[union-attr]
+            if gain >= self.cfg.token_cover:  # type: ignore[operator]
+                spared[position] = round(gain, 6)
+            return position in spared
+
+        kept, absorbed = drop_duplicates(self.vectors, ordered, theta, spare=brings_words if matcher else None)
         for position, (by, cosine) in absorbed.items():
             self.records[position].duplicate_of = self.labels[by]
             self.records[position].duplicate_cosine = cosine
         self.final = kept
-        self._phase("prioritise", t0,
-                    f"{len(kept)} kept by {'/'.join(names) or '-'} score, {len(absorbed)} near-duplicates dropped "
-                    f"(cosine > {theta})", theta=theta, priority=names,
-                    dropped={str(self.labels[p]): self.labels[b] for p, (b, _) in absorbed.items()})
+        summary = (f"{len(kept)} kept by {'/'.join(names) or '-'} score, {len(absorbed)} near-duplicates dropped "
+                   f"(cosine > {theta})")
+        if spared:
+            summary += f", {len(spared)} kept for question words the others do not match"
+        self._phase("prioritise", t0, summary, theta=theta, priority=names,
+                    dropped={str(self.labels[p]): self.labels[b] for p, (b, _) in absorbed.items()},
+                    **({"spared": {str(self.labels[p]): g for p, g in spared.items()}} if matcher else {}))
 
     # -- 6. budget -----------------------------------------------------------------------
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -12,7 +12,11 @@ __all__ = ["drop_duplicates"]
 
 
 def drop_duplicates(
-    vectors: np.ndarray, order: Sequence[int], theta: float
+    vectors: np.ndarray,
+    order: Sequence[int],
+    theta: float,
+    *,
+    spare: Callable[[int, list[int]], bool] | None = None,
 ) -> tuple[list[int], dict[int, tuple[int, float]]]:
     """Walk ``order`` (best first) and keep a row unless its cosine to a kept row exceeds ``theta``.
 
@@ -20,6 +24,8 @@ def drop_duplicates(
         vectors: one embedding per position.
         order: positions in priority order.
         theta: redundancy threshold; cosine strictly above it is a duplicate.
+        spare: asked about a row above ``theta`` with the positions kept so far; when it
+            answers True the row is kept anyway (it brings what they lack).
 
     Returns:
         ``(kept, absorbed)``: kept positions in order, and for each dropped position the kept
@@ -35,7 +41,7 @@ def drop_duplicates(
         if kept_rows:
             sims = unit[kept_rows] @ unit[row]
             best = int(np.argmax(sims))
-            if sims[best] > theta:
+            if sims[best] > theta and not (spare is not None and spare(int(position), list(kept))):
                 absorbed[int(position)] = (kept[best], float(sims[best]))
                 continue
         kept_rows.append(row)

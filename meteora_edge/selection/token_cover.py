@@ -30,7 +30,7 @@ import numpy as np
 
 from .stages import standardise
 
-__all__ = ["piece_weights", "best_matches", "token_cover", "cover_query", "QueryCover"]
+__all__ = ["piece_weights", "best_matches", "token_cover", "cover_query", "QueryCover", "QueryMatcher"]
 
 _MARKS = ("##", "\u2581", "\u0120")  # WordPiece continuation, SentencePiece and byte-level BPE word starts
 
@@ -101,15 +101,51 @@ def token_cover(
     return added, gains
 
 
+class QueryMatcher:
+    """A query's word pieces, their weights over the candidates, and each candidate's row of
+    :func:`best_matches`, computed when first asked for (the encoder runs on the query and the
+    asked chunks only, all missing ones in one call).
+
+    ``encoder`` must have ``pieces`` and ``token_vectors`` (the ONNX encoder).
+    """
+
+    def __init__(self, encoder: Any, query: str, texts: Sequence[str], stop_words: frozenset[str]) -> None:
+        self.encoder, self.query, self.texts = encoder, query, texts
+        self.pieces, *chunk_pieces = encoder.pieces([query, *texts])
+        self.weights = piece_weights(self.pieces, chunk_pieces, stop_words)
+        self._query: np.ndarray | None = None
+        self._rows: dict[int, np.ndarray] = {}
+
+    def rows(self, positions: Sequence[int]) -> dict[int, np.ndarray]:
+        """Each position's best-match row (one encoder call for those not computed yet)."""
+        todo = [int(p) for p in dict.fromkeys(positions) if int(p) not in self._rows]
+        if todo:
+            head = [self.query] if self._query is None else []
+            vectors = self.encoder.token_vectors([*head, *(self.texts[p] for p in todo)])
+            if head:
+                self._query, vectors = vectors[0], vectors[1:]
+            self._rows.update(zip(todo, best_matches(self._query, vectors)))
+        return {int(p): self._rows[int(p)] for p in positions}
+
+    def gain(self, position: int, kept: Sequence[int]) -> float:
+        """The weighted share of the query's pieces chunk ``position`` matches better than every
+        chunk of ``kept`` does: what it adds to them (all of its coverage when ``kept`` is empty)."""
+        rows = self.rows([position, *kept])
+        covered = np.max([rows[p] for p in kept], axis=0) if len(kept) else np.zeros(len(self.weights))
+        return float(self.weights @ np.maximum(rows[position] - covered, 0.0))
+
+
 @dataclass(frozen=True)
 class QueryCover:
     """What :func:`cover_query` added (best first), the coverage each brought, the query pieces it
-    covered, and why it added nothing when it could not run (``skipped``)."""
+    covered, and why it added nothing when it could not run (``skipped``); when it ran, the
+    ``matcher`` it used (later steps can ask it what a chunk adds)."""
 
     added: list[int] = field(default_factory=list)
     gains: list[float] = field(default_factory=list)
     words: list[list[str]] = field(default_factory=list)
     skipped: str | None = None
+    matcher: QueryMatcher | None = None
 
 
 def cover_query(
@@ -133,30 +169,26 @@ def cover_query(
     the walk alone. It needs an encoder with ``pieces`` and ``token_vectors`` (the ONNX encoder)
     and at least one kept chunk; otherwise nothing is added and ``skipped`` says why.
     """
-    pieces_of = getattr(encoder, "pieces", None)
-    vectors_of = getattr(encoder, "token_vectors", None)
-    if pieces_of is None or vectors_of is None:
+    if getattr(encoder, "pieces", None) is None or getattr(encoder, "token_vectors", None) is None:
         return QueryCover(skipped="the encoder gives no word-piece vectors")
     if not kept:
         return QueryCover(skipped="no chunk accepted to extend")
+    matcher = QueryMatcher(encoder, query, texts, stop_words)
+    if not matcher.weights.any():
+        return QueryCover(skipped="the query has no content words")
     values = np.asarray(scores, dtype=np.float64)
     z = standardise(values)
     allowed = {int(p) for p in eligible} - {int(p) for p in kept}
     walk = [int(p) for p in np.lexsort((np.arange(len(values)), -values)) if z[p] >= z_min and int(p) in allowed]
     if not walk:
-        return QueryCover()
-    query_pieces, *chunk_pieces = pieces_of([query, *texts])
-    weights = piece_weights(query_pieces, chunk_pieces, stop_words)
-    if not weights.any():
-        return QueryCover(skipped="the query has no content words")
-    rows = [*kept, *walk]
-    query_vectors, *vectors = vectors_of([query, *(texts[p] for p in rows)])
-    matches = dict(zip(rows, best_matches(query_vectors, vectors)))
+        return QueryCover(matcher=matcher)
+    weights = matcher.weights
+    matches = matcher.rows([*kept, *walk])
     added, gains = token_cover(matches, weights, kept, walk, min_gain=min_gain)
     covered = np.max([matches[p] for p in kept], axis=0)
     words = []
     for p in added:  # the pieces each addition lifted most (the trace's "why")
         lift = weights * np.maximum(matches[p] - covered, 0.0)
-        words.append([query_pieces[i] for i in np.argsort(-lift, kind="stable")[:3] if lift[i] > 0])
+        words.append([matcher.pieces[i] for i in np.argsort(-lift, kind="stable")[:3] if lift[i] > 0])
         covered = np.maximum(covered, matches[p])
-    return QueryCover(added, gains, words)
+    return QueryCover(added, gains, words, matcher=matcher)

@@ -43,3 +43,17 @@ def test_an_exact_copy_is_a_duplicate_just_below_theta_1_even_from_float32_vecto
     for row in vectors:
         kept, absorbed = drop_duplicates(np.stack([row, row]), [0, 1], 1 - 1e-9)
         assert kept == [0] and list(absorbed) == [1]
+
+
+def test_spare_is_asked_only_about_rows_above_theta_with_the_rows_kept_so_far():
+    asked = []
+
+    def spare(position, kept):
+        asked.append((position, kept))
+        return position == 2  # c brings something the kept rows lack; d does not
+
+    d = [0.28, 0.96]
+    kept, absorbed = drop_duplicates(np.array([A, B, C, d]), [1, 0, 2, 3], 0.7, spare=spare)
+    assert kept == [1, 0, 2]
+    assert absorbed == {3: (2, pytest.approx(0.96))}  # absorbed by its closest kept row, c
+    assert asked == [(2, [1, 0]), (3, [1, 0, 2])]  # a (cos 0.6 with b) is below theta: not asked

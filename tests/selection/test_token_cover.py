@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import importlib.util
 from pathlib import Path
 
@@ -234,3 +236,38 @@ def test_with_the_real_encoder_the_cover_accepts_a_fact_that_answers_another_par
     assert on.trace.candidates[added].verified_by == "token-cover"
     words = next(p for p in on.trace.phases if p.name == "verify").details["token_cover"]["words"]
     assert words and set(words[0]) & {"planet", "nearest", "sun", "orbit", "88"}, words
+
+
+SIBLINGS = ["zeta pump zeta pump zeta pump omega.", "zeta pump zeta pump zeta pump kappa.",
+            "zeta pump zeta pump zeta pump omega.", *[f"lunch note {i}." for i in range(12)]]
+
+
+def prioritised(**settings):
+    """The pipeline over SIBLINGS: the rung at 0.6 accepts the three zeta chunks (pooled cosine 0.97 to each other)."""
+    result, _ = run(PieceEncoder(), chunks=SIBLINGS, tau_relevance=0.6, theta_redundancy=0.85, **settings)
+    return result, next(p for p in result.trace.phases if p.name == "prioritise")
+
+
+def test_a_near_duplicate_that_brings_question_words_the_kept_chunks_lack_is_kept():
+    result, phase = prioritised(token_cover=0.05)
+    assert sorted(result.ids) == [0, 1]  # 1 brings "kappa"; 2, a copy of 0, brings nothing
+    idf = {n: math.log(16 / (n + 1)) + 1 for n in (1, 2, 3)}  # "kappa" is in 1 of 15 chunks, "omega" 2, "zeta" 3
+    kappa = idf[1] / (idf[1] + idf[2] + idf[3])
+    assert phase.details["spared"] == {"1": pytest.approx(kappa, abs=1e-6)} and phase.details["dropped"] == {"2": 0}
+    assert "1 kept for question words the others do not match" in phase.summary
+    record = result.trace.candidates[1]
+    assert record.duplicate_of is None and result.trace.candidates[2].duplicate_of == 0
+    strict, _ = prioritised(token_cover=0.4)  # brings 0.38 of the words: below this gain it is a duplicate
+    assert strict.ids == [0]
+
+
+@pytest.mark.parametrize("settings", [{"token_cover": 0.05, "spare_new_words": False}, {"token_cover": None}])
+def test_without_the_spare_or_the_token_cover_a_near_duplicate_is_dropped_by_cosine_alone(settings):
+    result, phase = prioritised(**settings)
+    assert result.ids == [0] and phase.details["dropped"] == {"1": 0, "2": 0}
+    assert "spared" not in phase.details
+
+
+def test_spare_new_words_must_be_a_bool():
+    with pytest.raises(ConfigError, match="spare_new_words must be true or false, got 'yes'"):
+        PipelineConfig(spare_new_words="yes")
