@@ -21,7 +21,9 @@ baselines() {
 previous="pipeline:scoring=dense,rationales=query,k_init=20,n_min=3,cover_z=null,token_cover=null"  # the first default (its τ is today's)
 before="pipeline:cover_z=null,tau_relevance=0.4,token_cover=null"  # session 10's defaults: no term cover, cosine rung at 0.4
 untokened="pipeline:token_cover=null"  # session 13's defaults: no token cover
-variants=(ecse "ecse:scoring=hybrid" "ecse:scoring=hybrid,rationales=auto" meve pipeline "$untokened"
+unspared="pipeline:spare_new_words=false"  # session 14's defaults: every near-duplicate dropped by cosine alone
+variants=(ecse "ecse:scoring=hybrid" "ecse:scoring=hybrid,rationales=auto" meve pipeline "$unspared"
+  "pipeline:theta_redundancy=null" "$untokened"
   "pipeline:token_cover=0.04" "pipeline:token_cover=0.06" "pipeline:cover_z=null" "$before"
   "pipeline:rationales=query" "pipeline:pooled_z=99" "pipeline:pooled_gap=0" "pipeline:pooled_cut=elbow"
   "pipeline:pooled_cut=robust" "pipeline:pooled_cut=robust,pairing_band=2.5" "pipeline:scoring=dense"
@@ -38,7 +40,8 @@ run() {  # run NAME DATA LEVEL [eval options...]
 run sentence "$hotpot" sentence --bundle "$bundle" $(baselines) "${args[@]}" --plot "$out/sentence.png"
 # shellcheck disable=SC2046
 run paragraph "$hotpot" paragraph --bundle "$bundle" $(baselines) \
-  --method ecse --method "ecse:scoring=hybrid,rationales=auto" --method pipeline --method "$untokened" \
+  --method ecse --method "ecse:scoring=hybrid,rationales=auto" --method pipeline --method "$unspared" \
+  --method "pipeline:theta_redundancy=null" --method "$untokened" \
   --method "pipeline:token_cover=0.04" --method "pipeline:token_cover=0.06" --method "pipeline:cover_z=null" \
   --method "$before" --method "pipeline:pooled_cut=robust" \
   --method "pipeline:pooled_cut=robust,pairing_band=2.5" --method "$previous" --plot "$out/paragraph.png"
@@ -51,7 +54,8 @@ view=$(mktemp -d)
 trap 'rm -rf "$view"' EXIT
 "${METEORA_EDGE_PYTHON:-.venv/bin/python}" scripts/dense_gold_view.py "$hotpot" "$contract" -o "$view/dense-gold.jsonl"
 # shellcheck disable=SC2046
-run dense-gold "$view/dense-gold.jsonl" "" --bundle "$bundle" $(baselines) --method pipeline --method "$untokened" \
+run dense-gold "$view/dense-gold.jsonl" "" --bundle "$bundle" $(baselines) --method pipeline --method "$unspared" \
+  --method "pipeline:theta_redundancy=null" --method "$untokened" \
   --method "pipeline:token_cover=0.04" --method "pipeline:token_cover=0.06" --method "pipeline:cover_z=null" \
   --method "$before" --method "pipeline:verification=none" --method "pipeline:pooled_cut=robust" --method "$previous"
 # shellcheck disable=SC2046
