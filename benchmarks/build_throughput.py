@@ -1,7 +1,8 @@
 """Index-build throughput: the embedding loop `index build` ran before (input-order groups of 32,
 the encoder's 8-text / 512-token batches) beside the loop it runs now (length order) and
 variants of it (batch shapes, one session with N intra-op threads vs N one-thread sessions;
-int8 variants now embed each text alone, see docs/performance.md),
+int8 variants now embed each text alone, see docs/performance.md; the encoder's in-memory
+word-piece vectors for the token cover on and off),
 side by side in one run, with the physical floor next to them.
 
 The floor: MiniLM-L6 costs about 21 MFLOP per token (twice its 10.6 M non-embedding weights)
@@ -46,6 +47,7 @@ from meteora_edge.index.chunk_records import chunk_records, embed_batches  # noq
 from meteora_edge.index.corpus import read_documents  # noqa: E402
 from meteora_edge.models.encoders import embed, normalize_rows  # noqa: E402
 from meteora_edge.models.onnx_encoder import OnnxEncoder  # noqa: E402
+from meteora_edge.models.token_memo import TokenMemo  # noqa: E402
 
 WEIGHT_FLOP = 2 * 10.6e6  # per token: a multiply-add per non-embedding weight
 LAYERS, HIDDEN = 6, 384
@@ -109,6 +111,8 @@ def main() -> None:
     lengths = [len(e.ids) for e in base._tokenizer.encode_batch(texts)]
     tokens, mean_seq = sum(lengths), statistics.fmean(lengths)
     build = encoder(1, sessions=T)  # what `index build --threads T` runs now
+    forgetful = encoder(1, sessions=T)  # the same, keeping no word-piece vectors for the token cover
+    forgetful.token_memo = TokenMemo(0)
     one_session = encoder(T)
     wide = encoder(T, 64, 8192, isolate=False)
     alone_now = "each text alone" if build.isolate_texts else "batched"
@@ -122,6 +126,7 @@ def main() -> None:
     modes |= {
         f"before: input order, batched 8 x 512 tok, 1 session x {T} thr": lambda: today_loop(base, texts),
         f"index build now: length order, {alone_now}, {T} sessions x 1 thr": lambda: embed_batches(build, texts, 32, None),
+        "the same, no word-piece memory (token_memo_bytes 0)": lambda: embed_batches(forgetful, texts, 32, None),
         f"length order, {alone_now}, 1 session x {T} thr": lambda: embed_batches(one_session, texts, 32, None),
         f"length order, batched 64 x 8192 tok, 1 session x {T} thr": lambda: embed_batches(wide, texts, 64, None),
     }
