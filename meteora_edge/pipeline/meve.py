@@ -43,17 +43,18 @@ class MeVeConfig:
     t_max: int = 100
 
     def pipeline_config(self, **overrides: Any) -> PipelineConfig:
-        return PipelineConfig(
-            k_init=self.k_init,
-            use_ecse=False,
-            scoring="dense",
-            rationales="query",
-            tau_relevance=self.tau_relevance,
-            n_min=self.n_min,
-            theta_redundancy=self.theta_redundancy,
-            t_max=self.t_max,
+        return PipelineConfig(**{
+            "k_init": self.k_init,
+            "use_ecse": False,
+            "scoring": "dense",
+            "rationales": "query",
+            "tau_relevance": self.tau_relevance,
+            "n_min": self.n_min,
+            "theta_redundancy": self.theta_redundancy,
+            "spare_new_words": False,  # MeVe's redundancy removal is the cosine test alone
+            "t_max": self.t_max,
             **overrides,
-        )
+        })
 
 
 @dataclass

@@ -271,3 +271,18 @@ def test_without_the_spare_or_the_token_cover_a_near_duplicate_is_dropped_by_cos
 def test_spare_new_words_must_be_a_bool():
     with pytest.raises(ConfigError, match="spare_new_words must be true or false, got 'yes'"):
         PipelineConfig(spare_new_words="yes")
+
+
+def test_after_an_llm_rerank_near_duplicates_are_dropped_by_cosine_alone():
+    """The model judged the best candidates; the token cover and its spare stay out (measured: no gain there)."""
+    class ZetaScorer:  # the LLM judges the three zeta chunks relevant, the lunch notes not
+        def score(self, query, passages):
+            return np.array([4.0 if "zeta" in p else -4.0 for p in passages])
+
+    config = PipelineConfig(scoring="dense", verification="cosine", tau_relevance=0.6, n_min=None, t_max=None,
+                            theta_redundancy=0.85, token_cover=0.05, llm_pool=5)
+    encoder = PieceEncoder()
+    result = EvidencePipeline(config, encoder=encoder, relevance_scorer=ZetaScorer()).run(QUERY, passages=SIBLINGS)
+    phase = next(p for p in result.trace.phases if p.name == "prioritise")
+    assert result.ids == [0] and phase.details["dropped"] == {"1": 0, "2": 0}  # 1 would bring "kappa"
+    assert "spared" not in phase.details and encoder.runs == []
