@@ -61,3 +61,23 @@ def cached_runtime(parser, bundle: str, *, precision: str = "auto", onnx: bool =
         parser.error(f"{bundle} has no ONNX encoder; token states need one")
     encoder = CachedEncoder(loaded.encoder)
     return loaded, encoder, SelectRuntime(encoder=encoder, token_counter=loaded.token_counter)
+
+
+def dev_arguments(parser):
+    """Add ``--bundle`` and ``--limit`` to ``parser``, parse the command line, refuse a limit below 1."""
+    parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
+    parser.add_argument("--limit", type=int, help="only the first N questions of each set")
+    args = parser.parse_args()
+    if args.limit is not None and args.limit < 1:
+        parser.error("--limit must be at least 1")
+    return args
+
+
+def reported(parser, report, *args) -> None:
+    """Run ``report(*args)``; a dev file missing or unreadable ends in ``parser.error``."""
+    from meteora_edge.errors import MeteoraError
+
+    try:
+        report(*args)
+    except MeteoraError as exc:
+        parser.error(str(exc))

@@ -29,10 +29,9 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, question_sets, r_precision, ranked  # noqa: E402
+from _dev_sets import cached_runtime, dev_arguments, question_sets, reported, r_precision, ranked  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
 
 
@@ -54,23 +53,13 @@ def signals(question, result) -> tuple[float, dict[str, float]]:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
-    parser.add_argument("--limit", type=int, help="only the first N questions of each set")
-    args = parser.parse_args()
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be at least 1")
-
-    from meteora_edge.errors import MeteoraError
-
+    args = dev_arguments(parser)
     _, encoder, runtime = cached_runtime(parser, args.bundle)
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
     print(f"{'':<36}Pearson's r of the gold count with each signal")
     print(f"{'set':<12} {'n':>4} {'gold':>5} {'kept':>5} {'R-prec':>7} " + " ".join(f"{s:>13}" for s in SIGNALS))
-    try:
-        report(runtime, encoder, args.limit)
-    except MeteoraError as exc:  # a dev file missing or unreadable
-        parser.error(str(exc))
+    reported(parser, report, runtime, encoder, args.limit)
 
 
 def report(runtime, encoder, limit: int | None) -> None:

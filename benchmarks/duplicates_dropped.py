@@ -19,31 +19,20 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, question_sets  # noqa: E402
+from _dev_sets import cached_runtime, dev_arguments, question_sets, reported  # noqa: E402
 from _machine import machine_header  # noqa: E402
 
-ROOT = Path(__file__).resolve().parents[1]
 RUNS = (("defaults", {}), ("spare off", {"spare_new_words": False}))
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
-    parser.add_argument("--limit", type=int, help="only the first N questions of each set")
-    args = parser.parse_args()
-    if args.limit is not None and args.limit < 1:
-        parser.error("--limit must be at least 1")
-
-    from meteora_edge.errors import MeteoraError
-
+    args = dev_arguments(parser)
     _, encoder, runtime = cached_runtime(parser, args.bundle)
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), theta_redundancy 0.85\n")
     print(f"{'set':<12} {'run':<10} {'n':>4} {'dropped gold/other':>19} {'spared gold/other':>18} {'kept':>6} {'F1':>6}")
-    try:
-        report(runtime, encoder, args.limit)
-    except MeteoraError as exc:  # a dev file missing or unreadable
-        parser.error(str(exc))
+    reported(parser, report, runtime, encoder, args.limit)
 
 
 def report(runtime, encoder, limit: int | None) -> None:
