@@ -468,9 +468,10 @@ class OnnxEncoder:
                 rows = order[start : start + size]
                 batch = [encodings[i] for i in rows]
                 hidden, _ = self._hidden(batch)
-                for row, i in enumerate(rows):
-                    fresh[todo[i]] = self._piece_rows(hidden[row], encodings[i])
-                self._remember([todo[i] for i in rows], batch, hidden)
+                for row, i in enumerate(rows):  # each text's rows once: returned, and kept when there is room
+                    fresh[todo[i]] = vectors = self._piece_rows(hidden[row], encodings[i])
+                    if self.token_memo.max_bytes:
+                        self.token_memo.put(todo[i], vectors)
             out = [found if found is not None else fresh[t] for t, found in zip(texts, out)]
         return out  # type: ignore[return-value]
 
