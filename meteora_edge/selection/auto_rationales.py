@@ -29,6 +29,10 @@ bridge only when
   about "the agreement"; *Shirley Temple Black* none for one about *Shirley Temple*);
 * a one-word name is capitalised somewhere other than at the start of a sentence (a
   sentence's first word — *Fees*, *Notices* — is capitalised by grammar, not because it names);
+* some word of it is never written in lower case in the candidates: a phrase whose every
+  capitalised word the text also writes in lower case is common words capitalised as a term
+  (a contract's *Recipient* or *Confidential Information*, which every clause is about), where
+  a name of a person, a place or a work (*Shirley Temple*, *Kansas*) has no lower-case use;
 * it recurs in other candidates (an entity other chunks talk about is a likely bridge), but
   not in most of them: with four or more other candidates, a name that more than half of them
   share (a contract's *Receiving Party*, a manual's product) is what the whole collection is
@@ -225,6 +229,16 @@ def _named_mid_sentence(word: str, texts: Sequence[str]) -> bool:
     return any(not _SENTENCE_START.search(text[: m.start()]) for text in texts for m in pattern.finditer(text))
 
 
+def _common_words(words: Sequence[str], texts: Sequence[str]) -> bool:
+    """Whether every capitalised word of ``words`` also appears in lower case in one of ``texts``.
+
+    A word in capitals throughout (*NDA*, *WINNER*) is an acronym or a name set in capitals; it counts as a name.
+    """
+    capitalised = [w for w in words if _is_capitalised(w) and not w.isupper()]
+    return bool(capitalised) and all(
+        any(re.search(r"(?<!\w)" + re.escape(w.lower()) + r"(?!\w)", text) for text in texts) for w in capitalised)
+
+
 def _unique_words(words: Sequence[str]) -> list[str]:
     """``words`` with every later repeat (case-insensitively) left out."""
     seen: set[str] = set()
@@ -243,7 +257,8 @@ class SecondHop:
     ``reason`` says in one line why a hop was or was not written; ``considered`` maps each
     name of the first-hop chunk to what became of it (``"bridge (3 other candidates)"``,
     ``"a word of the question"``, ``"capitalised only at a sentence start"``,
-    ``"in no other candidate"``, ``"in most other candidates …"`` (a name that more than half of
+    ``"in no other candidate"``, ``"written in lower case too …"`` (common words capitalised as a
+    term), ``"in most other candidates …"`` (a name that more than half of
     them share is the collection's subject, not a link to a second passage),
     ``"recurs less than the bridges kept"``).
     """
@@ -294,6 +309,9 @@ def plan_second_hop(
             continue
         if len(words) == 1 and not _named_mid_sentence(name, texts):
             considered[name] = "capitalised only at a sentence start"
+            continue
+        if _common_words(words, texts):
+            considered[name] = "written in lower case too: common words capitalised as a term, not a name"
             continue
         recurrences = sum(_mentions(text, name) for text in others)
         if not recurrences:

@@ -224,3 +224,24 @@ def test_a_name_most_other_candidates_share_is_the_collections_subject_not_a_bri
     # in half of them or fewer it is still a bridge; with three others the rule does not apply
     assert "Receiving Party" in plan_second_hop(question, first, clauses[2:] + ["Fees.", "Term."], index=2).bridges
     assert "Receiving Party" in plan_second_hop(question, first, clauses[:3], index=2).bridges
+
+
+def test_common_words_capitalised_as_a_term_are_no_bridge_but_a_name_and_an_acronym_are():
+    """A contract's *Recipient* is written "recipient" elsewhere: a defined term, not a link to a passage."""
+    question = "May the information be kept after the deal ends?"
+    first = "The Recipient shall return all Evaluation Material; Acme Holdings keeps a copy, as NDA says."
+    others = ["Any recipient of the evaluation material keeps it secret.", "The Recipient is bound.",
+              "Acme Holdings may ask for it back.", "Evaluation Material means any data.", "The NDA is signed.",
+              "Filed as nda-final.txt."]
+    hop = plan_second_hop(question, first, others, index=2)
+    lower = "written in lower case too: common words capitalised as a term, not a name"
+    assert hop.considered["Recipient"] == lower
+    assert hop.considered["Evaluation Material"] == lower
+    # Acme Holdings is never in lower case; an acronym stays a name though "nda-final" is
+    assert hop.bridges == ["NDA", "Acme Holdings"]
+    # one word of the term never written in lower case keeps it a name
+    hop = plan_second_hop(question, first, ["Any recipient of the material keeps it secret.", *others[1:]], index=2)
+    assert hop.considered["Recipient"] == lower and hop.considered["Evaluation Material"] != lower
+    # with only terms in the best chunk no hop is written, and the reason names each
+    hop = plan_second_hop(question, "The Recipient returns it.", others, index=2)
+    assert hop.rationale is None and hop.reason == f"no second hop: no name of the best chunk is a bridge (Recipient: {lower})"
