@@ -1,0 +1,78 @@
+"""What the rule-written second hop brings: the chunks it pairs that the pipeline keeps, gold or not.
+
+Without an LLM, a question whose best chunk names a *bridge* (a name the question lacks that
+other candidates mention) gets a second-hop rationale, and ECSE keeps that rationale's best chunk
+(its pair). This script runs the model-free pipeline (its defaults, every candidate traced) over
+both dev sets (HotpotQA sentences and paragraphs, ContractNLI spans) and their dense-gold view
+(``scripts/dense_gold_view.py``: the questions with 3 or more gold items, 25 candidates each) and
+prints, per set:
+
+* how many questions got a second hop;
+* the kept chunks the second hop paired, gold / not gold, split by whether the pooled cut kept
+  them too (``pooled``) or only the pairing did (``pair only``: what the hop alone brought);
+* the F1 and the items kept of the whole pipeline;
+* the bridge names used most often (the hop's rationale is the bridges plus the question's words).
+
+Usage: python benchmarks/second_hop_pairs.py [--bundle models/bundles/default] [--limit N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dev_sets import cached_runtime, dev_arguments, question_sets, reported  # noqa: E402
+from _machine import machine_header  # noqa: E402
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    args = dev_arguments(parser)
+    _, encoder, runtime = cached_runtime(parser, args.bundle)
+    print(machine_header(("numpy", "onnxruntime")))
+    print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
+    print(f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'kept':>6} {'F1':>6}"
+          "  bridges used most")
+    reported(parser, report, runtime, encoder, args.limit)
+
+
+def report(runtime, encoder, limit: int | None) -> None:
+    """One row per set (see the module docstring)."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.request import SelectRequest
+
+    for name, questions in question_sets(limit, paragraphs=True):
+        hops, f1, kept = 0, [], []
+        pairs: Counter[tuple[str, bool]] = Counter()
+        bridges: Counter[str] = Counter()
+        for q in questions:
+            result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
+                                                  detail="full"))
+            trace = result.trace.to_dict()
+            details = next(p for p in trace["phases"] if p["name"] == "selection")["details"]
+            ecse = details["ecse"]
+            hop = {r["index"] for r in details["rationales"] if r["label"] == "second hop"}
+            if hop:
+                hops += 1
+                bridges.update(ecse["rationale_strategy"]["bridges"])
+            candidates = {c["candidate"]: c for c in trace["candidates"]}
+            for match in ecse["rationale_matches"]:
+                chunk = candidates[match["chunk_index"]]
+                if match["rationale_index"] in hop and chunk.get("kept"):
+                    where = "pooled" if match["chunk_index"] in ecse["pooled_indices"] else "pair only"
+                    pairs[(where, int(chunk["chunk_id"]) in q.gold)] += 1
+            f1.append(precision_recall_f1(result.ids, q.gold).f1)
+            kept.append(len(result.ids))
+        common = ", ".join(f"{b} {n}" for b, n in bridges.most_common(6))
+        print(f"{name:<14} {len(questions):>4} {hops:>5} {pairs[('pooled', True)]:>9} / {pairs[('pooled', False)]:<6}"
+              f" {pairs[('pair only', True)]:>11} / {pairs[('pair only', False)]:<7} {statistics.mean(kept):>6.2f}"
+              f" {statistics.mean(f1):>6.3f}  {common}")
+
+
+if __name__ == "__main__":
+    main()
