@@ -229,14 +229,13 @@ def _named_mid_sentence(word: str, texts: Sequence[str]) -> bool:
     return any(not _SENTENCE_START.search(text[: m.start()]) for text in texts for m in pattern.finditer(text))
 
 
-def _common_words(words: Sequence[str], texts: Sequence[str]) -> bool:
-    """Whether every capitalised word of ``words`` also appears in lower case in one of ``texts``.
+def _common_words(words: Sequence[str], lower_case: set[str]) -> bool:
+    """Whether every capitalised word of ``words`` is in ``lower_case`` (the words the candidates write in lower case).
 
     A word in capitals throughout (*NDA*, *WINNER*) is an acronym or a name set in capitals; it counts as a name.
     """
     capitalised = [w for w in words if _is_capitalised(w) and not w.isupper()]
-    return bool(capitalised) and all(
-        any(re.search(r"(?<!\w)" + re.escape(w.lower()) + r"(?!\w)", text) for text in texts) for w in capitalised)
+    return bool(capitalised) and all(w.lower() in lower_case for w in capitalised)
 
 
 def _unique_words(words: Sequence[str]) -> list[str]:
@@ -302,6 +301,7 @@ def plan_second_hop(
     texts = [first_hop, *others]
     considered: dict[str, str] = {}
     ranked: list[tuple[int, int, str]] = []
+    lower_case: set[str] | None = None
     for order, name in enumerate(find_names(first_hop)):
         words = _CONTENT.findall(name)
         if any(w.lower() in asked for w in words):
@@ -310,7 +310,9 @@ def plan_second_hop(
         if len(words) == 1 and not _named_mid_sentence(name, texts):
             considered[name] = "capitalised only at a sentence start"
             continue
-        if _common_words(words, texts):
+        if lower_case is None:  # one pass over the candidates, only once a name gets this far
+            lower_case = {w for text in texts for w in _CONTENT.findall(text) if w.islower()}
+        if _common_words(words, lower_case):
             considered[name] = "written in lower case too: common words capitalised as a term, not a name"
             continue
         recurrences = sum(_mentions(text, name) for text in others)
