@@ -81,3 +81,23 @@ def reported(parser, report, *args) -> None:
         report(*args)
     except MeteoraError as exc:
         parser.error(str(exc))
+
+
+def traced_main(doc: str, about: str, header: str, report) -> None:
+    """The whole ``main`` of a script that runs the pipeline over the dev sets.
+
+    It parses ``--bundle`` and ``--limit``, loads the bundle, prints the machine, ``encoder <id>;
+    <about>`` and the column ``header``, then runs ``report(runtime, encoder, limit)``; a bundle that
+    does not load or a dev file missing ends in one line (``parser.error``).
+    """
+    import argparse
+
+    from _machine import machine_header
+
+    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
+    args = dev_arguments(parser)
+    _, encoder, runtime = cached_runtime(parser, args.bundle)
+    print(machine_header(("numpy", "onnxruntime")))
+    print(f"encoder {encoder.identity}; {about}\n")
+    print(header)
+    reported(parser, report, runtime, encoder, args.limit)

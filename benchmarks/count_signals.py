@@ -21,7 +21,6 @@ Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--l
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
@@ -29,8 +28,8 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, dev_arguments, question_sets, reported, r_precision, ranked  # noqa: E402
-from _machine import correlation, machine_header  # noqa: E402
+from _dev_sets import question_sets, r_precision, ranked, traced_main  # noqa: E402
+from _machine import correlation  # noqa: E402
 
 SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
 
@@ -52,14 +51,9 @@ def signals(question, result) -> tuple[float, dict[str, float]]:
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args = dev_arguments(parser)
-    _, encoder, runtime = cached_runtime(parser, args.bundle)
-    print(machine_header(("numpy", "onnxruntime")))
-    print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
-    print(f"{'':<36}Pearson's r of the gold count with each signal")
-    print(f"{'set':<12} {'n':>4} {'gold':>5} {'kept':>5} {'R-prec':>7} " + " ".join(f"{s:>13}" for s in SIGNALS))
-    reported(parser, report, runtime, encoder, args.limit)
+    traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced",
+                f"{'':<36}Pearson's r of the gold count with each signal\n"
+                f"{'set':<12} {'n':>4} {'gold':>5} {'kept':>5} {'R-prec':>7} " + " ".join(f"{s:>13}" for s in SIGNALS), report)
 
 
 def report(runtime, encoder, limit: int | None) -> None:

@@ -13,26 +13,19 @@ Usage: python benchmarks/duplicates_dropped.py [--bundle models/bundles/default]
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, dev_arguments, question_sets, reported  # noqa: E402
-from _machine import machine_header  # noqa: E402
+from _dev_sets import question_sets, traced_main  # noqa: E402
 
 RUNS = (("defaults", {}), ("spare off", {"spare_new_words": False}))
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args = dev_arguments(parser)
-    _, encoder, runtime = cached_runtime(parser, args.bundle)
-    print(machine_header(("numpy", "onnxruntime")))
-    print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), theta_redundancy 0.85\n")
-    print(f"{'set':<12} {'run':<10} {'n':>4} {'dropped gold/other':>19} {'spared gold/other':>18} {'kept':>6} {'F1':>6}")
-    reported(parser, report, runtime, encoder, args.limit)
+    traced_main(__doc__, "the pipeline's defaults (model-free), theta_redundancy 0.85",
+                f"{'set':<12} {'run':<10} {'n':>4} {'dropped gold/other':>19} {'spared gold/other':>18} {'kept':>6} {'F1':>6}", report)
 
 
 def report(runtime, encoder, limit: int | None) -> None:

@@ -18,26 +18,19 @@ Usage: python benchmarks/second_hop_pairs.py [--bundle models/bundles/default] [
 
 from __future__ import annotations
 
-import argparse
 import statistics
 import sys
 from collections import Counter
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, dev_arguments, question_sets, reported  # noqa: E402
-from _machine import machine_header  # noqa: E402
+from _dev_sets import question_sets, traced_main  # noqa: E402
 
 
 def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    args = dev_arguments(parser)
-    _, encoder, runtime = cached_runtime(parser, args.bundle)
-    print(machine_header(("numpy", "onnxruntime")))
-    print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), every candidate traced\n")
-    print(f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'kept':>6} {'F1':>6}"
-          "  bridges used most")
-    reported(parser, report, runtime, encoder, args.limit)
+    traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced",
+                f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'kept':>6} {'F1':>6}"
+                "  bridges used most", report)
 
 
 def report(runtime, encoder, limit: int | None) -> None:
