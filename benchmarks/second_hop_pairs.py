@@ -10,6 +10,10 @@ prints, per set:
 * how many questions got a second hop;
 * the kept chunks the second hop paired, gold / not gold, split by whether the pooled cut kept
   them too (``pooled``) or only the pairing did (``pair only``: what the hop alone brought);
+* of the ``pair only`` ones, those that match the question's words better than the first-hop chunk
+  does by at least 0.05 (the token cover's gain, ``token_cover.QueryMatcher.gain``, over the
+  first hop; ONNX bundles only): would a second hop that must bring question words of its own
+  keep the gold and lose the rest?
 * the F1 and the items kept of the whole pipeline;
 * the bridge names used most often (the hop's rationale is the bridges plus the question's words).
 
@@ -26,10 +30,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets, traced_main  # noqa: E402
 
+GAIN = 0.05  # the pipeline's token_cover default
+
 
 def main() -> None:
     traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced",
-                f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'kept':>6} {'F1':>6}"
+                f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'gain>=0.05':>16} {'kept':>6} {'F1':>6}"
                 "  bridges used most", report)
 
 
@@ -37,7 +43,9 @@ def report(runtime, encoder, limit: int | None) -> None:
     """One row per set (see the module docstring)."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
     from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.models.analyzer import STOP_WORDS
     from meteora_edge.pipeline.request import SelectRequest
+    from meteora_edge.selection.token_cover import QueryMatcher
 
     for name, questions in question_sets(limit, paragraphs=True):
         hops, f1, kept = 0, [], []
@@ -54,16 +62,23 @@ def report(runtime, encoder, limit: int | None) -> None:
                 hops += 1
                 bridges.update(ecse["rationale_strategy"]["bridges"])
             candidates = {c["candidate"]: c for c in trace["candidates"]}
+            texts = [q.candidates[int(candidates[i]["chunk_id"])] for i in range(len(candidates))]
+            matcher = QueryMatcher(encoder, q.question, texts, STOP_WORDS) if hop and hasattr(encoder, "pieces") else None
             for match in ecse["rationale_matches"]:
                 chunk = candidates[match["chunk_index"]]
                 if match["rationale_index"] in hop and chunk.get("kept"):
                     where = "pooled" if match["chunk_index"] in ecse["pooled_indices"] else "pair only"
-                    pairs[(where, int(chunk["chunk_id"]) in q.gold)] += 1
+                    gold = int(chunk["chunk_id"]) in q.gold
+                    pairs[(where, gold)] += 1
+                    first = ecse["rationale_strategy"]["first_hop"]
+                    if where == "pair only" and matcher and matcher.gain(match["chunk_index"], [first]) >= GAIN:
+                        pairs[("gain", gold)] += 1
             f1.append(precision_recall_f1(result.ids, q.gold).f1)
             kept.append(len(result.ids))
         common = ", ".join(f"{b} {n}" for b, n in bridges.most_common(6))
         print(f"{name:<14} {len(questions):>4} {hops:>5} {pairs[('pooled', True)]:>9} / {pairs[('pooled', False)]:<6}"
-              f" {pairs[('pair only', True)]:>11} / {pairs[('pair only', False)]:<7} {statistics.mean(kept):>6.2f}"
+              f" {pairs[('pair only', True)]:>11} / {pairs[('pair only', False)]:<7}"
+              f" {pairs[('gain', True)]:>9} / {pairs[('gain', False)]:<5} {statistics.mean(kept):>6.2f}"
               f" {statistics.mean(f1):>6.3f}  {common}")
 
 
