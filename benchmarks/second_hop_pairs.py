@@ -13,7 +13,7 @@ prints, per set:
 * of the ``pair only`` ones, those that match the question's words better than the first-hop chunk
   does by at least 0.05 (the token cover's gain, ``token_cover.QueryMatcher.gain``, over the
   first hop; ONNX bundles only): would a second hop that must bring question words of its own
-  keep the gold and lose the rest?
+  keep the gold and lose the rest? (After the table: each gold pair it would lose, with its gain.)
 * the F1 and the items kept of the whole pipeline;
 * the bridge names used most often (the hop's rationale is the bridges plus the question's words).
 
@@ -47,6 +47,7 @@ def report(runtime, encoder, limit: int | None) -> None:
     from meteora_edge.pipeline.request import SelectRequest
     from meteora_edge.selection.token_cover import QueryMatcher
 
+    lost: list[str] = []
     for name, questions in question_sets(limit, paragraphs=True):
         hops, f1, kept = 0, [], []
         pairs: Counter[tuple[str, bool]] = Counter()
@@ -71,8 +72,12 @@ def report(runtime, encoder, limit: int | None) -> None:
                     gold = int(chunk["chunk_id"]) in q.gold
                     pairs[(where, gold)] += 1
                     first = ecse["rationale_strategy"]["first_hop"]
-                    if where == "pair only" and matcher and matcher.gain(match["chunk_index"], [first]) >= GAIN:
-                        pairs[("gain", gold)] += 1
+                    if where == "pair only" and matcher:
+                        gain = matcher.gain(match["chunk_index"], [first])
+                        if gain >= GAIN:
+                            pairs[("gain", gold)] += 1
+                        elif gold:
+                            lost.append(f"{name:<14} {gain:.3f}  {q.question[:90]} | {texts[match['chunk_index']][:90]}")
             f1.append(precision_recall_f1(result.ids, q.gold).f1)
             kept.append(len(result.ids))
         common = ", ".join(f"{b} {n}" for b, n in bridges.most_common(6))
@@ -80,6 +85,9 @@ def report(runtime, encoder, limit: int | None) -> None:
               f" {pairs[('pair only', True)]:>11} / {pairs[('pair only', False)]:<7}"
               f" {pairs[('gain', True)]:>9} / {pairs[('gain', False)]:<5} {statistics.mean(kept):>6.2f}"
               f" {statistics.mean(f1):>6.3f}  {common}")
+    if lost:
+        print(f"\ngold pairs whose gain over the first hop is below {GAIN} (set, gain, question | pair):")
+        print("\n".join(lost))
 
 
 if __name__ == "__main__":
