@@ -11,7 +11,7 @@ prints, per set:
 * the kept chunks the second hop paired, gold / not gold, split by whether the pooled cut kept
   them too (``pooled``) or only the pairing did (``pair only``: what the hop alone brought);
 * of the ``pair only`` ones, those that match the question's words better than the first-hop chunk
-  does by at least 0.05 (the token cover's gain, ``token_cover.QueryMatcher.gain``, over the
+  does by at least the token cover's minimum gain, 0.05 (its gain, ``token_cover.QueryMatcher.gain``, over the
   first hop; ONNX bundles only): would a second hop that must bring question words of its own
   keep the gold and lose the rest? (After the table: each gold pair it would lose, with its gain.)
 * the F1 and the items kept of the whole pipeline;
@@ -29,13 +29,14 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets, traced_main  # noqa: E402
+from meteora_edge.pipeline.config import PipelineConfig  # noqa: E402
 
-GAIN = 0.05  # the pipeline's token_cover default
+GAIN = PipelineConfig().token_cover  # the token cover's own minimum gain
 
 
 def main() -> None:
     traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced",
-                f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {'gain>=0.05':>16} {'kept':>6} {'F1':>6}"
+                f"{'set':<14} {'n':>4} {'hops':>5} {'pooled gold/other':>18} {'pair only gold/other':>21} {f'gain>={GAIN}':>16} {'kept':>6} {'F1':>6}"
                 "  bridges used most", report)
 
 
@@ -63,15 +64,17 @@ def report(runtime, encoder, limit: int | None) -> None:
                 hops += 1
                 bridges.update(ecse["rationale_strategy"]["bridges"])
             candidates = {c["candidate"]: c for c in trace["candidates"]}
-            texts = [q.candidates[int(candidates[i]["chunk_id"])] for i in range(len(candidates))]
-            matcher = QueryMatcher(encoder, q.question, texts, STOP_WORDS) if hop and hasattr(encoder, "pieces") else None
+            matcher = None
+            if hop and getattr(encoder, "token_vectors", None) is not None:  # word pieces: ONNX bundles only
+                texts = [q.candidates[int(candidates[i]["chunk_id"])] for i in range(len(candidates))]
+                matcher = QueryMatcher(encoder, q.question, texts, STOP_WORDS)
+                first = ecse["rationale_strategy"]["first_hop"]
             for match in ecse["rationale_matches"]:
                 chunk = candidates[match["chunk_index"]]
                 if match["rationale_index"] in hop and chunk.get("kept"):
                     where = "pooled" if match["chunk_index"] in ecse["pooled_indices"] else "pair only"
                     gold = int(chunk["chunk_id"]) in q.gold
                     pairs[(where, gold)] += 1
-                    first = ecse["rationale_strategy"]["first_hop"]
                     if where == "pair only" and matcher:
                         gain = matcher.gain(match["chunk_index"], [first])
                         if gain >= GAIN:
