@@ -1,0 +1,91 @@
+"""Which rule brought each kept chunk, and how often that chunk is gold, beside the share that pays.
+
+The default pipeline keeps a chunk for one of several reasons: ECSE's pooled cut, a rationale's
+best chunk (its pair; the rule-written second hop's pair counted apart), the term cover, the
+token cover after verification, or the BM25 fallback. This script runs the model-free pipeline
+(its defaults, every candidate traced) over both dev sets (HotpotQA sentences and paragraphs,
+ContractNLI spans) and their dense-gold view (``scripts/dense_gold_view.py``: the questions with
+3 or more gold items, 25 candidates each) and prints, per set and rule, the kept chunks it brought
+that are gold / all it brought, and that share.
+
+A chunk is counted under the first rule of this order that holds it: fallback, pooled cut,
+second-hop pair, pair, term cover, token cover. So ``pooled`` chunks would be kept without any
+other rule, and each later column is what that rule added on its own.
+
+``pays`` is when adding a chunk helps F1. With ``h`` gold among ``k`` kept and ``g`` gold in all,
+F1 = 2h / (k + g); one more chunk that is gold with chance ``p`` raises it on average exactly when
+``p > h / (k + g)``, that is half the question's F1. The column is that half, averaged over the
+set's questions: a rule whose share of gold lies below it costs the set F1.
+
+Usage: python benchmarks/kept_by_rule.py [--bundle models/bundles/default] [--limit N]
+"""
+
+from __future__ import annotations
+
+import statistics
+import sys
+from collections import Counter
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dev_sets import question_sets, traced_main  # noqa: E402
+
+RULES = ("pooled", "hop pair", "pair", "term cover", "token cover", "fallback")
+
+
+def main() -> None:
+    traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced; per rule, the kept "
+                "chunks it brought: gold / all (share gold)",
+                f"{'set':<14} {'n':>4} {'pays':>5} {'F1':>6} " + " ".join(f"{rule:>18}" for rule in RULES), report)
+
+
+def rule_of(position: int, chunk: dict, ecse: dict, hop_pairs: set[int], token_cover: set[str]) -> str:
+    """The first rule (see the module docstring) that holds the kept candidate at ``position``."""
+    if chunk.get("via_fallback"):
+        return "fallback"
+    if position in ecse["pooled_indices"]:
+        return "pooled"
+    if position in hop_pairs:
+        return "hop pair"
+    if position in ecse["pairing_indices"]:
+        return "pair"
+    if position in (ecse.get("cut") or {}).get("covering", []):
+        return "term cover"
+    if str(chunk["chunk_id"]) in token_cover:
+        return "token cover"
+    raise ValueError(f"kept candidate {position} was brought by no rule the script knows")
+
+
+def report(runtime, encoder, limit: int | None) -> None:
+    """One row per set (see the module docstring)."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.request import SelectRequest
+
+    for name, questions in question_sets(limit, paragraphs=True):
+        gold: Counter[str] = Counter()
+        brought: Counter[str] = Counter()
+        f1 = []
+        for q in questions:
+            result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
+                                                  detail="full"))
+            trace = result.trace.to_dict()
+            phases = {p["name"]: p["details"] for p in trace["phases"]}
+            ecse = phases["selection"]["ecse"]
+            hop = {r["index"] for r in phases["selection"]["rationales"] if r["label"] == "second hop"}
+            hop_pairs = {m["chunk_index"] for m in ecse["rationale_matches"] if m["rationale_index"] in hop}
+            token_cover = {str(c) for c in phases["verify"].get("token_cover", {}).get("added", [])}
+            for chunk in trace["candidates"]:
+                if chunk.get("kept"):
+                    rule = rule_of(chunk["candidate"], chunk, ecse, hop_pairs, token_cover)
+                    brought[rule] += 1
+                    gold[rule] += int(chunk["chunk_id"]) in q.gold
+            f1.append(precision_recall_f1(result.ids, q.gold).f1)
+        cells = [f"{gold[r]:>5} / {brought[r]:<5} ({gold[r] / brought[r]:.2f})" if brought[r] else f"{'-':>18}"
+                 for r in RULES]
+        print(f"{name:<14} {len(questions):>4} {statistics.mean(f1) / 2:>5.2f} {statistics.mean(f1):>6.3f} "
+              + " ".join(f"{c:>18}" for c in cells))
+
+
+if __name__ == "__main__":
+    main()
