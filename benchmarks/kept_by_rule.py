@@ -6,7 +6,8 @@ token cover after verification, or the BM25 fallback. This script runs the model
 (its defaults, every candidate traced) over both dev sets (HotpotQA sentences and paragraphs,
 ContractNLI spans) and their dense-gold view (``scripts/dense_gold_view.py``: the questions with
 3 or more gold items, 25 candidates each) and prints, per set and rule, the kept chunks it brought
-that are gold / all it brought, and that share.
+that are gold / all it brought, and that share; and ``gold``, the share of all candidates that
+are gold (how many of them are relevant).
 
 A chunk is counted under the first rule of this order that holds it: fallback, pooled cut,
 second-hop pair, pair, term cover, token cover. So ``pooled`` chunks would be kept without any
@@ -36,7 +37,8 @@ RULES = ("pooled", "hop pair", "pair", "term cover", "token cover", "fallback")
 def main() -> None:
     traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced; per rule, the kept "
                 "chunks it brought: gold / all (share gold)",
-                f"{'set':<14} {'n':>4} {'pays':>5} {'F1':>6} " + " ".join(f"{rule:>18}" for rule in RULES), report)
+                f"{'set':<14} {'n':>4} {'gold':>5} {'pays':>5} {'F1':>6} " + " ".join(f"{rule:>18}" for rule in RULES),
+                report)
 
 
 def rule_of(position: int, chunk: dict, ecse: dict, hop_pairs: set[int], token_cover: set[str]) -> str:
@@ -66,6 +68,7 @@ def report(runtime, encoder, limit: int | None) -> None:
         gold: Counter[str] = Counter()
         brought: Counter[str] = Counter()
         f1 = []
+        candidates = sum(len(q.candidates) for q in questions)
         for q in questions:
             result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
                                                   detail="full"))
@@ -83,7 +86,8 @@ def report(runtime, encoder, limit: int | None) -> None:
             f1.append(precision_recall_f1(result.ids, q.gold).f1)
         cells = [f"{gold[r]:>5} / {brought[r]:<5} ({gold[r] / brought[r]:.2f})" if brought[r] else f"{'-':>18}"
                  for r in RULES]
-        print(f"{name:<14} {len(questions):>4} {statistics.mean(f1) / 2:>5.2f} {statistics.mean(f1):>6.3f} "
+        share = sum(len(q.gold) for q in questions) / candidates
+        print(f"{name:<14} {len(questions):>4} {share:>5.3f} {statistics.mean(f1) / 2:>5.2f} {statistics.mean(f1):>6.3f} "
               + " ".join(f"{c:>18}" for c in cells))
 
 
