@@ -356,9 +356,10 @@ class _Run:
         if len(self.rationales) > cfg.max_rationales:
             raise InputError(f"{len(self.rationales)} rationales, over max_rationales={cfg.max_rationales}")
         scores = result.scores()
-        chosen_set = set(result.selected_indices)
+        chosen_by = result.chosen_by()
         for i, record in enumerate(self.records):
-            record.selected = i in chosen_set
+            record.selected = i in chosen_by
+            record.chosen_by = chosen_by.get(i)
             record.ecse_score = float(scores[i])
             self.priority[i] = (float(scores[i]), "selection")
         self.order = sorted(result.selected_indices, key=lambda i: (-scores[i], i))
@@ -391,9 +392,10 @@ class _Run:
             record = self.records[position]
             record.llm_score = float(llm[j])
             record.selected = position in kept
+            record.chosen_by = "llm rerank" if record.selected else None
             self.priority[position] = (float(combined[j]), "llm-rerank")
         for position in set(self.order) - set(kept):
-            self.records[position].selected = False
+            self.records[position].selected, self.records[position].chosen_by = False, None
         self.order = kept
         return {"pool": [self.labels[p] for p in pool], "kept": [self.labels[p] for p in kept],
                 "weight": cfg.llm_weight, "z": cfg.llm_z, "rules": list(rules), "rules_applied": applied}
@@ -515,6 +517,7 @@ class _Run:
         for position, gain, _ in added:
             record = self.records[position]
             record.verified, record.token_gain = True, gain
+            record.chosen_by = record.chosen_by or "token cover"  # a chunk ECSE chose keeps its rule
             if self.pipe.rung not in models:
                 record.verified_by = "token-cover"
             self.accepted.append(position)
@@ -554,6 +557,7 @@ class _Run:
                 record.bm25_score, record.verified_by = bm25[position], used
                 if passed and len(added) < need:
                     record.via_fallback, record.verified, record.relevance = True, True, score
+                    record.chosen_by = "fallback"
                     added.append(position)
                 elif not passed:
                     record.verified = False

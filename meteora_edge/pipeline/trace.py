@@ -22,6 +22,13 @@ class CandidateRecord:
     ``relevance`` (the verification rung's score, ``verified_by`` names the
     rung, or ``token-cover``); ``token_gain`` (the share of the query's words the token cover
     accepted it for); ``bm25_score`` (the fallback's); ``priority`` (what prioritisation sorted by).
+
+    ``chosen_by`` names the rule that put the candidate forward, if one did: ECSE's ``pooled cut``,
+    ``second-hop pair``, ``pair``, ``term cover`` or ``neighbour``
+    (:meth:`~meteora_edge.selection.ecse.SelectionResult.chosen_by`), ``llm rerank`` (the rerank's
+    cut), ``token cover`` (a candidate ECSE did not choose; one it chose and the rung rejected keeps
+    ECSE's rule) or ``fallback``. None when no rule chose it, or when ECSE is off (every candidate
+    goes on to verification).
     """
 
     candidate: int
@@ -32,6 +39,7 @@ class CandidateRecord:
     lexical_score: float | None = None
     retrieved_for: str | None = None
     selected: bool | None = None
+    chosen_by: str | None = None
     ecse_score: float | None = None
     llm_score: float | None = None
     relevance: float | None = None
@@ -93,7 +101,8 @@ class Trace:
         lines = [f"query: {self.query}"]
         for p in self.phases:
             lines.append(f"  {p.name:<12} {p.ms:8.1f} ms  {p.summary}")
-        header = f"  {'cand':>4} {'chunk':>8} {'ret':>6} {'ecse':>6} {'rel':>6} {'verdict':<14} {'dedup':<10} {'tok':>5} {'budget':<10} text"
+        header = (f"  {'cand':>4} {'chunk':>8} {'ret':>6} {'ecse':>6} {'chosen by':<15} {'rel':>6} {'verdict':<14} "
+                  f"{'dedup':<10} {'tok':>5} {'budget':<10} text")
         lines += ["", header, "  " + "-" * (len(header) - 2)]
         for c in self.candidates:
             verdict = "-" if c.verified is None else ("accept" if c.verified else "reject")
@@ -106,7 +115,7 @@ class Trace:
             room = max(10, width - len(header) + 4)
             lines.append(
                 f"  {c.candidate:>4} {str(c.chunk_id):>8} {_num(c.retrieval_score)} {_num(c.ecse_score)} "
-                f"{_num(c.relevance)} {verdict:<14} {dedup:<10} {c.tokens if c.tokens is not None else '-':>5} "
+                f"{c.chosen_by or '-':<15} {_num(c.relevance)} {verdict:<14} {dedup:<10} {c.tokens if c.tokens is not None else '-':>5} "
                 f"{(c.budget or '-').split(':')[0]:<10} {'*' if c.kept else ' '}{text[:room]}"
             )
         return "\n".join(lines)

@@ -57,8 +57,10 @@ from dataclasses import dataclass, field
 
 from .rationales import Rationale
 
-__all__ = ["find_names", "compared_names", "content_words", "is_comparison", "question_rationales",
+__all__ = ["SECOND_HOP", "find_names", "compared_names", "content_words", "is_comparison", "question_rationales",
            "second_hop_rationale", "plan_second_hop", "SecondHop"]
+
+SECOND_HOP = "second hop"  # the label of the rule-written second-hop rationale
 
 _STOP = frozenset(
     """a an the of in on at to for from by with and or but nor is are was were be been being am do does did
@@ -335,7 +337,7 @@ def plan_second_hop(
         return SecondHop(None, [], reason, considered)
     words = _unique_words([w for phrase in bridges for w in phrase.split()] +
                           content_words(question, find_names(question)))
-    rationale = Rationale(" ".join(words), index, "second hop")
+    rationale = Rationale(" ".join(words), index, SECOND_HOP)
     return SecondHop(rationale, bridges, f"second hop through {', '.join(bridges)}", considered)
 
 

@@ -21,7 +21,7 @@ from ..errors import ConfigError, InputError
 from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
-from .auto_rationales import plan_second_hop, question_rationales
+from .auto_rationales import SECOND_HOP, plan_second_hop, question_rationales
 from .rationales import Rationale, as_rationales
 from .stages import (
     SCORINGS,
@@ -95,6 +95,33 @@ class SelectionResult:
         for match in self.rationale_matches:
             contributions.setdefault(match["chunk_index"], []).append(match["rationale_index"])
         return contributions
+
+    def chosen_by(self) -> dict[int, str]:
+        """For each selected position, the stage that chose it: the first of ``pooled cut``,
+        ``second-hop pair`` (the best chunk of the rule-written second hop), ``pair`` (the best
+        chunk of another rationale), ``term cover`` and ``neighbour`` (expansion) that holds it.
+
+        Example:
+            >>> from meteora_edge import HashingEncoder
+            >>> chunks = ["Fees are due monthly.", "Either party may terminate.", "Notices go by email."]
+            >>> selector = MeteoraSelector(HashingEncoder(), use_pooling=False)
+            >>> res = selector.select(chunks, ["termination rights of either party"])
+            >>> res.chosen_by()  # the rationale's best chunk, and its neighbours (expansion_window 1)
+            {0: 'neighbour', 1: 'pair', 2: 'neighbour'}
+        """
+        hop = {r.index for r in self.rationales if r.label == SECOND_HOP}
+        hop_pairs = {m["chunk_index"] for m in self.rationale_matches if m["rationale_index"] in hop}
+        pooled, pairs = set(self.pooled_indices), set(self.pairing_indices)
+        covering = set((self.cut or {}).get("covering", []))
+        chosen: dict[int, str] = {}
+        for p in self.selected_indices:
+            if p in pooled:
+                chosen[p] = "pooled cut"
+            elif p in pairs:
+                chosen[p] = "second-hop pair" if p in hop_pairs else "pair"
+            else:
+                chosen[p] = "term cover" if p in covering else "neighbour"
+        return chosen
 
     def scores(self) -> np.ndarray:
         """Per chunk: max(pooled score, best pairing score of any rationale), on the scoring's scale."""

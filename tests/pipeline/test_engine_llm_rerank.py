@@ -51,6 +51,7 @@ def test_ecse_alone_keeps_chunks_2_and_0():
     result = _run(None)
     assert result.ids == [2, 0] and result.score_names == ["selection", "selection"]
     assert [c.selected for c in result.trace.candidates] == [True, False, True, False, False]
+    assert [c.chosen_by for c in result.trace.candidates] == ["pooled cut", None, "pooled cut", None, None]
 
 
 def test_the_rerank_records_its_pool_its_cut_and_its_settings():
@@ -66,6 +67,7 @@ def test_selected_marks_what_the_rerank_kept_even_against_ecse():
     """Chunk 2 (ECSE's best, the scorer's worst) is no longer selected; chunk 1 (not ECSE's) is."""
     records = _run(TableScorer()).trace.candidates
     assert [c.selected for c in records] == [True, True, False, False, False]
+    assert [c.chosen_by for c in records] == ["llm rerank", "llm rerank", None, None, None]  # the cut, not ECSE
     assert [c.llm_score for c in records] == [0.0, 4.0, -5.0, 0.0, None]  # chunk 4 was not pooled
 
 

@@ -90,6 +90,7 @@ def test_the_index_fallback_adds_exactly_the_missing_chunks(table_encoder):
     assert fallback["fired"] and fallback["refused"] == [1] and len(fallback["added"]) == 2
     assert len(result.ids) == 3 and result.ids[0] == 0 and set(result.ids[1:]) <= {2, 3, 4, 5}
     assert sum(c.via_fallback for c in result.trace.candidates) == 2
+    assert sorted(str(c.chosen_by) for c in result.trace.candidates if c.kept) == ["None", "fallback", "fallback"]
 
 
 def test_the_fallback_adds_nothing_when_enough_chunks_pass(table_encoder):

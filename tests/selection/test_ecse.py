@@ -213,6 +213,15 @@ def test_a_comparison_plan_has_no_first_hop():
     assert plan.first_hop_text is None and plan.exclude_rows == ()
 
 
+def test_chosen_by_names_the_stage_of_each_selected_chunk_the_second_hop_s_pair_apart():
+    selector = MeteoraSelector(HashingEncoder(), scoring="hybrid", expansion_window=1, use_pooling=False)
+    result = selector.select_auto(BRIDGE, QUESTION)
+    assert result.pairing_indices == [0, 1] and result.strategy["bridges"] == ["Shirley Temple"]
+    assert result.chosen_by() == {0: "pair", 1: "second-hop pair", 2: "neighbour"}
+    given = selector.select(BRIDGE, [QUESTION, result.rationales[1].text])  # the same texts, not the rule's hop
+    assert "second-hop pair" not in given.chosen_by().values()
+
+
 def test_the_second_hop_pairs_elsewhere_even_among_two_chunks():
     chunks = BRIDGE[:2]
     result = MeteoraSelector(HashingEncoder(), scoring="hybrid").select_auto(chunks, QUESTION)

@@ -82,6 +82,7 @@ def test_the_selector_reports_what_the_cover_added_and_none_turns_it_off():
     assert len(off.selected_indices) == 1
     assert on.selected_indices == [0, 1, 2]
     assert sorted(on.cut["covering"] + off.selected_indices) == [0, 1, 2]
+    assert on.chosen_by() == {p: "term cover" if p in on.cut["covering"] else "pair" for p in (0, 1, 2)}
     assert on.to_dict()["details"]["cut"]["cover_lead"] == 0.5
     with pytest.raises(ConfigError, match="cover_lead must be >= 0"):
         MeteoraSelector(encoder, cover_lead=-1)
