@@ -88,6 +88,8 @@ def test_trace_gives_the_full_record_in_one_id_space(tmp_path):
         assert p["via"] in ("selection", "fallback")
         if p["via"] == "selection":
             assert "retrieval" in p["scores"]
+        trace_row = next(c for c in data["trace"]["candidates"] if c["chunk_id"] == p["id"])
+        assert p["chosen_by"] == trace_row.get("chosen_by") and p["chosen_by"] is not None
 
 
 def test_jsonl_text_and_table_formats(tmp_path):

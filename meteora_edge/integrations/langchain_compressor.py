@@ -15,7 +15,7 @@ Each returned document is a copy of the retrieved one: the same ``page_content``
 ``metadata["relevance_score"]`` (its score, as the built-in rerankers put it) and
 ``metadata["meteora_edge"]`` holding its passage record (``rank``, ``id`` — its position among
 the retrieved documents —, ``score``, ``score_name``, ``tokens``; with ``detail="full"`` also
-``scores``, ``via`` and ``verdict``). The retrieved documents are never modified; a document
+``scores``, ``via``, ``chosen_by`` and ``verdict``). The retrieved documents are never modified; a document
 with empty ``page_content`` is skipped with a logged warning. ``top_n`` and ``score_threshold``
 cut the pipeline's choice further.
 
@@ -46,7 +46,7 @@ __all__ = ["MeteoraCompressor", "REPORT_EVENT"]
 
 #: The custom callback event each call sends with its report as ``data``.
 REPORT_EVENT = "meteora_edge_report"
-_RECORD_KEYS = ("rank", "id", "score", "score_name", "tokens", "scores", "via", "verdict")
+_RECORD_KEYS = ("rank", "id", "score", "score_name", "tokens", "scores", "via", "chosen_by", "verdict")
 
 
 class MeteoraCompressor(SelectorModel, BaseDocumentCompressor):

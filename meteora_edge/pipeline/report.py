@@ -84,7 +84,8 @@ def passage_records(
         ``source``, ``document``, ``start_pos``/``end_pos`` (null when unknown), ``score`` (the
         priority score the pipeline ordered by) and ``score_name`` (which score that is),
         ``tokens``, ``metadata``; with ``detail="full"`` also ``scores`` (one per phase), ``via``
-        (``selection`` or ``fallback``) and the ``verdict``.
+        (``selection`` or ``fallback``), ``chosen_by`` (the rule that chose it, see
+        :class:`~meteora_edge.pipeline.trace.CandidateRecord`) and the ``verdict``.
     """
     by_id = {c.chunk_id: c for c in result.trace.candidates}
     names = list(getattr(result, "score_names", None) or [None] * len(result.ids))
@@ -99,6 +100,7 @@ def passage_records(
         if detail == "full":
             row["scores"] = _phase_scores(record)
             row["via"] = "fallback" if record is not None and record.via_fallback else "selection"
+            row["chosen_by"] = record.chosen_by if record is not None else None
             row["verdict"] = _verdict_by_id(record.verdict, record.chunk_id) if record and record.verdict else None
         out.append(row)
     return out

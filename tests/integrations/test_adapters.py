@@ -85,6 +85,7 @@ def test_the_full_detail_puts_the_trace_in_the_report_and_phase_scores_on_each_d
     for doc in kept:
         record = doc.metadata["meteora_edge"]
         assert record["via"] == "selection" and record["verdict"] is None  # the cosine rung scores, an LLM judges
+        assert record["chosen_by"] in ("pooled cut", "second-hop pair", "pair", "term cover", "token cover")
         assert record["scores"]["relevance"] >= 0.0 and record["scores"]["selection"] == record["score"]
     assert compressor.compress_documents([], Q) == []
 
