@@ -118,6 +118,9 @@ def test_the_pipeline_accepts_the_fact_that_covers_the_missing_word_and_says_why
     assert record.verified and record.verified_by == "token-cover" and record.token_gain == pytest.approx(1 / 3)
     assert record.chosen_by == "token cover" and on.trace.candidates[0].chosen_by == "pooled cut"
     assert encoder.runs[-1] == [QUERY, CHUNKS[0], CHUNKS[1]]  # only the query, the accepted chunk and the walk run
+    chosen, _ = run(encoder, token_cover=0.05, token_cover_z=0.5, pooled_cut="zscore", pooled_z=0.0)  # ECSE chooses 1 too
+    assert chosen.trace.candidates[1].selected and chosen.trace.candidates[1].verified_by == "token-cover"
+    assert chosen.trace.candidates[1].chosen_by == "pooled cut"  # the rung rejected it, the cover accepted it
     high, details = run(encoder, token_cover=0.4, token_cover_z=0.5)
     assert high.ids == [0] and details["added"] == []
 
