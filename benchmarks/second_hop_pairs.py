@@ -30,6 +30,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets, traced_main  # noqa: E402
 from meteora_edge.pipeline.config import PipelineConfig  # noqa: E402
+from meteora_edge.selection.auto_rationales import SECOND_HOP  # noqa: E402
 
 GAIN = PipelineConfig().token_cover  # the token cover's own minimum gain
 
@@ -59,7 +60,7 @@ def report(runtime, encoder, limit: int | None) -> None:
             trace = result.trace.to_dict()
             details = next(p for p in trace["phases"] if p["name"] == "selection")["details"]
             ecse = details["ecse"]
-            hop = {r["index"] for r in details["rationales"] if r["label"] == "second hop"}
+            hop = {r["index"] for r in details["rationales"] if r["label"] == SECOND_HOP}
             if hop:
                 hops += 1
                 bridges.update(ecse["rationale_strategy"]["bridges"])

@@ -115,7 +115,8 @@ class Trace:
             room = max(10, width - len(header) + 4)
             lines.append(
                 f"  {c.candidate:>4} {str(c.chunk_id):>8} {_num(c.retrieval_score)} {_num(c.ecse_score)} "
-                f"{c.chosen_by or '-':<15} {_num(c.relevance)} {verdict:<14} {dedup:<10} {c.tokens if c.tokens is not None else '-':>5} "
+                f"{c.chosen_by or '-':<15} {_num(c.relevance)} {verdict:<14} {dedup:<10} "
+                f"{c.tokens if c.tokens is not None else '-':>5} "
                 f"{(c.budget or '-').split(':')[0]:<10} {'*' if c.kept else ' '}{text[:room]}"
             )
         return "\n".join(lines)
