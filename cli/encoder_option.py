@@ -19,7 +19,8 @@ threads_option = click.option("--threads", type=click.IntRange(min=1), default=1
 precision_option = click.option(
     "--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
     help="Which ONNX encoder of the bundle to run: auto picks by the CPU (int8-dot with VNNI/AMX/ARM "
-         "dot product, else fp32); int8 is the mixed recipe (least memory).",
+         "dot product or AVX2, unless its embeddings were measured too far from fp32; else fp32); int8 is "
+         "the mixed recipe (least memory).",
 )
 
 tokenizer_option = click.option("--tokenizer", default=None,
