@@ -86,9 +86,10 @@ def _number_or_off(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option("--cover-z", default=None, metavar="FLOAT|off", callback=_number_or_off,
               help="ECSE's term cover also keeps each candidate this many standard deviations above the mean that "
                    "holds a rationale term no kept chunk holds, unless the best leads the runner-up by 0.5; "
-                   "off turns it off [0.5].")
+                   "it runs only where the token cover cannot (no rung, an LLM rerank, --token-cover off, the "
+                   "hashing encoder); off turns it off [0.5].")
 @click.option("--token-cover", default=None, metavar="GAIN|off", callback=_number_or_off,
-              help="After the verification rung, the token cover also accepts each candidate at least one standard "
+              help="After the verification rung, the token cover also accepts each candidate at least half a standard "
                    "deviation above the mean that raises by GAIN (0-1) the share of the question's words an accepted "
                    "chunk matches by the encoder's word-piece vectors (paraphrases count); runs only with a rung "
                    "(--index, or --tau/--verification); off turns it off [0.05; the hashing encoder has none].")

@@ -64,6 +64,9 @@ class PipelineConfig:
             selection score is at least this, ECSE also keeps each that holds a rationale term
             no kept chunk holds yet, so a question whose words are spread over several facts
             keeps those facts (see :func:`~meteora_edge.selection.stages.term_cover`); ``None``: off.
+            It is the token cover's stand-in: it runs only where the token cover cannot (no
+            ``token_cover``, no verification rung, an LLM rerank, or an encoder without word
+            pieces), since the two cover the same need and the token cover does it better.
         cover_lead: the term cover adds nothing when the best candidate leads the runner-up by
             this many standard deviations (one chunk answers).
         token_cover: the token cover: after the verification rung, walking the candidates it did
@@ -76,7 +79,7 @@ class PipelineConfig:
             only with a verification rung and not after an LLM rerank; needs an ONNX encoder (the
             hashing encoder has no word pieces); ``None``: off.
         token_cover_z: where the token cover's walk stops, in standard deviations of the
-            selection score.
+            selection score (0.5: as deep as the term cover it replaces walks).
         robust_z: the robust cut keeps chunks whose pooled score lies at least this many robust
             standard deviations (median and scaled MAD of the candidates) above the median:
             the outliers, however many there are.
@@ -117,7 +120,7 @@ class PipelineConfig:
     cover_z: float | None = 0.5
     cover_lead: float = 0.5
     token_cover: float | None = 0.05
-    token_cover_z: float = 1.0
+    token_cover_z: float = 0.5
     robust_z: float = 4.0
     top_band: float = 0.5
     pairing_band: float | None = None

@@ -40,7 +40,7 @@ from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
-from ..selection.token_cover import QueryCover, cover_query
+from ..selection.token_cover import NO_WORD_PIECES, QueryCover, cover_query, has_word_pieces
 from ..selection.verification import VerifierLike
 from .budget import CUT_TO_FIT, PackDecision, TokenCounter, WhitespaceCounter, pack
 from .config import PipelineConfig
@@ -223,7 +223,6 @@ class _Run:
         self.flagged: set[int] = set()
         self.errored: set[int] = set()
         self.fallback_added: list[int] = []
-        self.reranked = False
         self.final: list[int] = []
         self.cover: QueryCover | None = None  # the token cover's, when it ran (prioritisation asks it too)
         self.priority: dict[int, tuple[float, str]] = {}
@@ -330,10 +329,12 @@ class _Run:
             self._phase("selection", t0, f"ECSE off; {len(self.order)} candidates pass on ({origin} rationales)",
                         rationale_source=origin, rationales=[r.to_dict() for r in self.rationales], ecse=False)
             return
+        # one cover of the question's words: the token cover after verification where it can run, else ECSE's term cover
+        cover_blocked = self._token_cover_blocked() or (None if has_word_pieces(pipe.encoder) else NO_WORD_PIECES)
         selector = MeteoraSelector(pipe.encoder, expansion_window=cfg.expansion_window,
                                    elbow_z_threshold=cfg.elbow_z_threshold, scoring=cfg.scoring,
                                    lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z,
-                                   pooled_gap=cfg.pooled_gap, cover_z=cfg.cover_z,
+                                   pooled_gap=cfg.pooled_gap, cover_z=cfg.cover_z if cover_blocked else None,
                                    cover_lead=cfg.cover_lead, robust_z=cfg.robust_z, top_band=cfg.top_band,
                                    pairing_band=cfg.pairing_band, analyzer=pipe.analyzer)
         if auto:
@@ -363,13 +364,14 @@ class _Run:
             record.ecse_score = float(scores[i])
             self.priority[i] = (float(scores[i]), "selection")
         self.order = sorted(result.selected_indices, key=lambda i: (-scores[i], i))
+        term_cover = ("off" if cfg.cover_z is None else f"on: {cover_blocked}" if cover_blocked
+                      else "left to the token cover, which runs after verification")
         details = {"rationale_source": origin, "rationales": [r.to_dict() for r in self.rationales],
-                   "ecse": result.to_dict()["details"]}
+                   "term_cover": term_cover, "ecse": result.to_dict()["details"]}
         summary = (f"ECSE kept {len(self.order)} of {len(self.texts)} ({len(self.rationales)} {origin} rationales, "
                    f"{cfg.scoring} scores)")
         if pipe.relevance_scorer is not None and cfg.llm_pool is not None:
             details["llm_rerank"] = self._llm_rerank(scores)
-            self.reranked = True
             summary += f"; LLM rerank of {len(details['llm_rerank']['pool'])} kept {len(self.order)}"
         self._phase("selection", t0, summary, **details)
 
@@ -472,6 +474,17 @@ class _Run:
                     flagged=[self.labels[p] for p in sorted(self.flagged)],
                     errors=[self.labels[p] for p in sorted(self.errored)], token_cover=cover)
 
+    def _token_cover_blocked(self) -> str | None:
+        """Why the token cover cannot run for this request, the encoder aside (None: it runs, given ECSE's
+        scores, an encoder with word pieces and an accepted chunk)."""
+        if self.cfg.token_cover is None:
+            return "the token cover is off"
+        if self.pipe.rung == "none":
+            return "verification is off (every selected chunk is accepted)"
+        if self.pipe.relevance_scorer is not None and self.cfg.llm_pool is not None:
+            return "the LLM rerank judged the best candidates"
+        return None
+
     def _token_cover(self) -> dict[str, Any]:
         """Accept the candidates that bring query words no accepted chunk matches (see the module doc).
 
@@ -489,10 +502,9 @@ class _Run:
         if cfg.token_cover is None:
             return {"min_gain": None}
         details: dict[str, Any] = {"min_gain": cfg.token_cover, "z": cfg.token_cover_z}
-        if self.pipe.rung == "none":
-            return {**details, "skipped": "verification is off (every selected chunk is accepted)"}
-        if self.reranked:
-            return {**details, "skipped": "the LLM rerank judged the best candidates"}
+        blocked = self._token_cover_blocked()
+        if blocked:
+            return {**details, "skipped": blocked}
         if not self.records or any(r.ecse_score is None for r in self.records):
             return {**details, "skipped": "no selection scores (ECSE off)"}
         models = ("llm", "cross-encoder")

@@ -30,7 +30,7 @@ import numpy as np
 
 from .stages import standardise
 
-__all__ = ["piece_weights", "best_matches", "token_cover", "cover_query", "QueryCover", "QueryMatcher"]
+__all__ = ["piece_weights", "best_matches", "token_cover", "cover_query", "has_word_pieces", "NO_WORD_PIECES", "QueryCover", "QueryMatcher"]
 
 _MARKS = ("##", "\u2581", "\u0120")  # WordPiece continuation, SentencePiece and byte-level BPE word starts
 
@@ -148,6 +148,15 @@ class QueryCover:
     matcher: QueryMatcher | None = None
 
 
+NO_WORD_PIECES = "the encoder gives no word-piece vectors"  # why the cover cannot run with, e.g., the hashing encoder
+
+
+def has_word_pieces(encoder: Any) -> bool:
+    """Whether ``encoder`` gives the word pieces and their vectors the token cover needs (the ONNX
+    encoder does; the hashing encoder does not)."""
+    return getattr(encoder, "pieces", None) is not None and getattr(encoder, "token_vectors", None) is not None
+
+
 def cover_query(
     encoder: Any,
     query: str,
@@ -169,8 +178,8 @@ def cover_query(
     the walk alone. It needs an encoder with ``pieces`` and ``token_vectors`` (the ONNX encoder)
     and at least one kept chunk; otherwise nothing is added and ``skipped`` says why.
     """
-    if getattr(encoder, "pieces", None) is None or getattr(encoder, "token_vectors", None) is None:
-        return QueryCover(skipped="the encoder gives no word-piece vectors")
+    if not has_word_pieces(encoder):
+        return QueryCover(skipped=NO_WORD_PIECES)
     if not kept:
         return QueryCover(skipped="no chunk accepted to extend")
     matcher = QueryMatcher(encoder, query, texts, stop_words)

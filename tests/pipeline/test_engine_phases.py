@@ -139,7 +139,7 @@ def test_the_cosine_rung_records_its_threshold_and_what_it_accepted(table_encode
     verify = result.trace.phase("verify")
     assert verify.summary == "rung cosine: 2 of 3 accepted"
     assert verify.details == {"rung": "cosine", "tau": 0.5, "accepted": [0, 1], "flagged": [], "errors": [],
-                              "token_cover": {"min_gain": 0.05, "z": 1.0,
+                              "token_cover": {"min_gain": 0.05, "z": 0.5,
                                               "skipped": "no selection scores (ECSE off)"}}
     records = result.trace.candidates
     assert [r.verified for r in records] == [True, True, False]
@@ -167,7 +167,7 @@ def test_the_cross_encoder_rung_records_its_threshold_and_its_scores_become_the_
     verify = result.trace.phase("verify")
     assert verify.summary == "rung cross-encoder: 2 of 3 accepted"
     assert verify.details == {"rung": "cross-encoder", "tau": 0.5, "accepted": [0, 1], "flagged": [], "errors": [],
-                              "token_cover": {"min_gain": 0.05, "z": 1.0,
+                              "token_cover": {"min_gain": 0.05, "z": 0.5,
                                               "skipped": "no selection scores (ECSE off)"}}
     assert result.score_names == ["cross-encoder", "cross-encoder"] and result.scores == [0.7, 0.7]
 
@@ -183,7 +183,7 @@ def test_rungs_without_a_threshold_record_none_as_tau(table_encoder, rung):
     skipped = "verification is off (every selected chunk is accepted)" if rung == "none" else \
         "no selection scores (ECSE off)"
     assert verify.details == {"rung": rung, "tau": None, "accepted": accepted, "flagged": [], "errors": [],
-                              "token_cover": {"min_gain": 0.05, "z": 1.0, "skipped": skipped}}
+                              "token_cover": {"min_gain": 0.05, "z": 0.5, "skipped": skipped}}
     assert verify.summary == f"rung {rung}: {len(accepted)} of 3 accepted"
 
 

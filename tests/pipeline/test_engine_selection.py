@@ -172,7 +172,7 @@ def test_the_phase_summarises_what_ecse_kept_and_from_which_rationales():
     phase = run().trace.phase("selection")
     assert phase.summary == "ECSE kept 1 of 6 (1 auto rationales, hybrid scores)"
     assert phase.details["rationale_source"] == "auto" and phase.details["rationales"] == [QUESTION_RATIONALE]
-    assert set(phase.details) == {"rationale_source", "rationales", "ecse"}
+    assert set(phase.details) == {"rationale_source", "rationales", "term_cover", "ecse"}
 
 
 @pytest.mark.parametrize(("given", "strategy", "source", "recorded"), [

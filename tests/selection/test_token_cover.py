@@ -169,6 +169,43 @@ def test_the_cover_is_skipped_with_a_reason_without_word_pieces_or_content_words
     assert off["skipped"].startswith("verification is off") and unverified.ids == [0]
 
 
+class AnyScorer:
+    """An LLM relevance scorer that rates every passage alike (the rerank runs; what it keeps does not matter here)."""
+
+    def score(self, query, passages):
+        return np.zeros(len(passages))
+
+
+@pytest.mark.parametrize(("encoder", "settings", "why"), [
+    (PieceEncoder, {}, None),
+    (PieceEncoder, {"token_cover": None}, "the token cover is off"),
+    (PieceEncoder, {"verification": "none"}, "verification is off (every selected chunk is accepted)"),
+    (HashingEncoder, {"tau_relevance": 0.5}, "the encoder gives no word-piece vectors"),
+    (PieceEncoder, {"llm_pool": 8, "_rerank": True}, "the LLM rerank judged the best candidates"),
+])
+def test_the_term_cover_runs_only_where_the_token_cover_cannot(encoder, settings, why):
+    """One cover of the query's words: the token cover after verification where it runs, else ECSE's term cover.
+    With a walk deep enough, the term cover chooses "Kappa seeds." (it holds "kappa", which chunk 0 lacks)."""
+    settings = {"scoring": "dense", "verification": "cosine", "tau_relevance": 0.8, "n_min": None, "t_max": None,
+                "token_cover": 0.05, "cover_z": -5.0, "cover_lead": 100.0, **settings}
+    scorer = AnyScorer() if settings.pop("_rerank", False) else None
+    result = EvidencePipeline(PipelineConfig(**settings), encoder=encoder(), relevance_scorer=scorer).run(
+        QUERY, passages=CHUNKS)
+    selection = result.trace.phase("selection").details
+    kappa = result.trace.candidates[1]
+    if why is None:
+        assert selection["term_cover"] == "left to the token cover, which runs after verification"
+        assert "covering" not in (selection["ecse"]["cut"] or {})
+        assert kappa.chosen_by == "token cover" and result.ids == [0, 1]
+    else:
+        assert selection["term_cover"] == f"on: {why}"
+        assert selection["ecse"]["cut"]["covering"] == [1] and kappa.chosen_by in ("term cover", "llm rerank", None)
+        assert scorer is not None or kappa.chosen_by == "term cover"
+    off = EvidencePipeline(PipelineConfig(**{**settings, "cover_z": None}), encoder=encoder(),
+                           relevance_scorer=scorer).run(QUERY, passages=CHUNKS)
+    assert off.trace.phase("selection").details["term_cover"] == "off"
+
+
 def test_token_cover_settings_are_checked_and_a_request_can_turn_it_off():
     with pytest.raises(ConfigError, match="token_cover"):
         PipelineConfig(token_cover=1.5)
