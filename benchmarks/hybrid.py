@@ -14,7 +14,8 @@ machine hits both alike:
 * ``no-cover`` — hybrid scoring and rule-written rationales, without the term cover;
 * ``default`` — hybrid scoring, rule-written rationales (parts + second hop) and the term cover;
 * ``verified`` — ``default`` and the cosine verification rung, without the token cover;
-* ``tokens``  — ``verified`` with the token cover (``token_cover=0.05``): the word-piece vectors of
+* ``tokens``  — ``verified`` with the token cover (``token_cover=0.05``) in place of the term cover
+  (since session 18 the term cover runs only where the token cover cannot): the word-piece vectors of
   the query, the accepted chunks and the best unaccepted ones, read from the encoder's memory of the
   pass that embedded them;
 * ``rerun``   — ``tokens`` with that memory off (``token_memo_bytes`` 0), as before session 15: the
