@@ -11,9 +11,11 @@ what the rule adds: the defaults' F1 minus the F1 without it, a 95 % paired boot
 that difference (questions resampled, seeded), the questions the rule makes better / worse, and
 the words it adds to a question on average. An interval that holds 0 says the dev set cannot tell
 the rule from chance. A rule the defaults do not run on a set (the term cover, where the token
-cover runs) adds exactly 0 there.
+cover runs) adds exactly 0 there. Each ``--variant`` (pipeline settings as JSON, e.g.
+``'{"token_cover_z": 1.0}'``) is then run as a whole and compared with the defaults the same way.
 
 Usage: python benchmarks/ablation.py [--bundle models/bundles/default | --hashing] [--limit N] [--resamples 2000]
+       [--variant JSON ...] [--no-rules]
 """
 
 from __future__ import annotations
@@ -75,9 +77,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--resamples", type=int, default=2000, help="bootstrap resamples [2000]")
     parser.add_argument("--hashing", action="store_true", help="run the hashing encoder (no model) instead of --bundle")
+    parser.add_argument("--variant", action="append", default=[], help="pipeline settings as JSON, against the defaults")
+    parser.add_argument("--no-rules", action="store_true", help="only the variants, not each rule turned off")
     args = dev_arguments(parser)
     if args.resamples < 100:
         parser.error("--resamples must be at least 100")
+    variants = [_variant(parser, text) for text in args.variant]
     if args.hashing:
         from meteora_edge import HashingEncoder
         from meteora_edge.evaluation.methods import CachedEncoder
@@ -91,7 +96,28 @@ def main() -> None:
     print(f"encoder {encoder.identity}; the pipeline's defaults (model-free), and each rule turned off alone; "
           f"per rule: what it adds (defaults − without it), F1 with a 95 % paired bootstrap interval "
           f"({args.resamples} resamples), questions better / worse, words\n")
-    reported(parser, report, runtime, encoder, args.limit, args.resamples)
+    rules = () if args.no_rules else RULES
+    reported(parser, report, runtime, encoder, args.limit, args.resamples, rules, variants)
+
+
+def _variant(parser, text: str) -> dict:
+    """``text`` as checked pipeline settings; anything else ends in ``parser.error``."""
+    import json
+
+    from meteora_edge.errors import MeteoraError
+    from meteora_edge.pipeline.config import PipelineConfig
+
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as exc:
+        parser.error(f"--variant {text!r} is not JSON: {exc.msg}")
+    if not isinstance(settings, dict) or not settings:
+        parser.error(f"--variant {text!r} must be a JSON object of pipeline settings, e.g. '{{\"token_cover_z\": 1.0}}'")
+    try:
+        PipelineConfig.from_dict(settings)
+    except MeteoraError as exc:
+        parser.error(f"--variant {text!r}: {exc}")
+    return settings
 
 
 def _scores(runtime, encoder, questions, settings) -> tuple[list[float], list[int]]:
@@ -109,24 +135,39 @@ def _scores(runtime, encoder, questions, settings) -> tuple[list[float], list[in
     return f1, words
 
 
-def report(runtime, encoder, limit: int | None, resamples: int) -> None:
-    """One block per set: the defaults' F1 and words, then one row per rule."""
+def report(runtime, encoder, limit: int | None, resamples: int, rules=RULES, variants=()) -> None:
+    """One block per set: the defaults' F1 and words, then one row per rule and one per variant."""
+    import json
+
     for name, questions in question_sets(limit, paragraphs=True):
         f1, words = _scores(runtime, encoder, questions, {})
         print(f"{name}: {len(questions)} questions, defaults F1 {statistics.mean(f1):.3f}, "
               f"{statistics.mean(words):.1f} words")
-        print(f"  {'rule':<16} {'adds F1':>8} {'95 % interval':>17} {'better / worse':>15} {'words':>7}")
-        for rule, settings, turned_off in RULES:
+        if rules:
+            print(f"  {'rule':<16} {'adds F1':>8} {'95 % interval':>17} {'better / worse':>15} {'words':>7}")
+        for rule, settings, turned_off in rules:
             with turned_off():
                 without, words_without = _scores(runtime, encoder, questions, settings)
-            differences = [a - b for a, b in zip(f1, without)]
-            low, high = bootstrap(differences, resamples)
-            better = sum(d > 0 for d in differences)
-            worse = sum(d < 0 for d in differences)
-            added = statistics.mean(words) - statistics.mean(words_without)
-            print(f"  {rule:<16} {statistics.mean(differences):>+8.3f}   [{low:>+6.3f}, {high:>+6.3f}] "
-                  f"{better:>7} / {worse:<5} {added:>+7.1f}", flush=True)
+            print(f"  {rule:<16} " + _compared(f1, without, statistics.mean(words) - statistics.mean(words_without),
+                                              resamples), flush=True)
+        if variants:
+            print(f"  {'variant':<16} {'F1':>6} {'words':>6} {'− defaults':>10} {'95 % interval':>17} {'better / worse':>15}")
+        for settings in variants:
+            other, other_words = _scores(runtime, encoder, questions, settings)
+            print(f"  {json.dumps(settings)}\n  {'':<16} {statistics.mean(other):>6.3f} {statistics.mean(other_words):>6.1f} "
+                  + _compared(other, f1, None, resamples), flush=True)
         print()
+
+
+def _compared(f1: list[float], baseline: list[float], words: float | None, resamples: int) -> str:
+    """Mean difference, its bootstrap interval, questions better / worse (and the words it adds)."""
+    differences = [a - b for a, b in zip(f1, baseline)]
+    low, high = bootstrap(differences, resamples)
+    better = sum(d > 0 for d in differences)
+    worse = sum(d < 0 for d in differences)
+    added = "" if words is None else f" {words:>+7.1f}"
+    return (f"{statistics.mean(differences):>+8.3f}   [{low:>+6.3f}, {high:>+6.3f}] "
+            f"{better:>7} / {worse:<5}{added}")
 
 
 if __name__ == "__main__":
