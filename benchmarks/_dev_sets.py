@@ -46,6 +46,22 @@ def r_precision(order: list[int], gold: frozenset[int]) -> float:
     return len(set(order[: len(gold)]) & gold) / len(gold)
 
 
+def f1_and_words(runtime, encoder, questions, settings=None) -> tuple[list[float], list[int]]:
+    """Per question: the pipeline's F1 against gold and the whitespace words it kept, run with ``settings``."""
+    from meteora_edge.evaluation.metrics import precision_recall_f1
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.request import SelectRequest
+
+    f1, words = [], []
+    for q in questions:
+        result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
+                                              settings=settings or {}))
+        kept = [int(i) for i in result.ids]
+        f1.append(precision_recall_f1(kept, q.gold).f1)
+        words.append(sum(len(q.candidates[i].split()) for i in kept))
+    return f1, words
+
+
 def cached_runtime(parser, bundle: str, *, precision: str = "auto", onnx: bool = False):
     """(the loaded runtime, its encoder cached in memory, a runtime over that encoder) for ``bundle``;
     a bundle that does not load, or with ``onnx`` one without an ONNX encoder, ends in ``parser.error``."""

@@ -26,7 +26,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, dev_arguments, question_sets, reported  # noqa: E402
+from _dev_sets import cached_runtime, dev_arguments, f1_and_words, question_sets, reported  # noqa: E402
 from _machine import machine_header  # noqa: E402
 
 
@@ -120,40 +120,25 @@ def _variant(parser, text: str) -> dict:
     return settings
 
 
-def _scores(runtime, encoder, questions, settings) -> tuple[list[float], list[int]]:
-    from meteora_edge.evaluation.metrics import precision_recall_f1
-    from meteora_edge.index.memory_index import InMemoryIndex
-    from meteora_edge.pipeline.request import SelectRequest
-
-    f1, words = [], []
-    for q in questions:
-        result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),
-                                              settings=settings))
-        kept = [int(i) for i in result.ids]
-        f1.append(precision_recall_f1(kept, q.gold).f1)
-        words.append(sum(len(q.candidates[i].split()) for i in kept))
-    return f1, words
-
-
 def report(runtime, encoder, limit: int | None, resamples: int, rules=RULES, variants=()) -> None:
     """One block per set: the defaults' F1 and words, then one row per rule and one per variant."""
     import json
 
     for name, questions in question_sets(limit, paragraphs=True):
-        f1, words = _scores(runtime, encoder, questions, {})
+        f1, words = f1_and_words(runtime, encoder, questions, {})
         print(f"{name}: {len(questions)} questions, defaults F1 {statistics.mean(f1):.3f}, "
               f"{statistics.mean(words):.1f} words")
         if rules:
             print(f"  {'rule':<16} {'adds F1':>8} {'95 % interval':>17} {'better / worse':>15} {'words':>7}")
         for rule, settings, turned_off in rules:
             with turned_off():
-                without, words_without = _scores(runtime, encoder, questions, settings)
+                without, words_without = f1_and_words(runtime, encoder, questions, settings)
             print(f"  {rule:<16} " + _compared(f1, without, statistics.mean(words) - statistics.mean(words_without),
                                               resamples), flush=True)
         if variants:
             print(f"  {'variant':<16} {'F1':>6} {'words':>6} {'− defaults':>10} {'95 % interval':>17} {'better / worse':>15}")
         for settings in variants:
-            other, other_words = _scores(runtime, encoder, questions, settings)
+            other, other_words = f1_and_words(runtime, encoder, questions, settings)
             print(f"  {json.dumps(settings)}\n  {'':<16} {statistics.mean(other):>6.3f} {statistics.mean(other_words):>6.1f} "
                   + _compared(other, f1, None, resamples), flush=True)
         print()

@@ -22,7 +22,7 @@ import sys
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _dev_sets import cached_runtime, question_sets  # noqa: E402
+from _dev_sets import cached_runtime, f1_and_words, question_sets  # noqa: E402
 from _machine import machine_header  # noqa: E402
 from token_match import TokenStates, token_scores  # noqa: E402
 
@@ -103,10 +103,6 @@ def main() -> None:
 
 def report(runtime, encoder, term: TokenTerm, weights: list[float], limit: int | None) -> None:
     """F1 / words per weight (rows) and set (columns)."""
-    from meteora_edge.evaluation.metrics import precision_recall_f1
-    from meteora_edge.index.memory_index import InMemoryIndex
-    from meteora_edge.pipeline.request import SelectRequest
-
     table: dict[str, dict[float, tuple[float, float, int, int]]] = {}
     with term.active():
         for name, questions in question_sets(limit, paragraphs=True):
@@ -114,12 +110,7 @@ def report(runtime, encoder, term: TokenTerm, weights: list[float], limit: int |
             defaults: list[float] = []
             for weight in weights:
                 term.weight = weight
-                f1, words = [], []
-                for q in questions:
-                    result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder)))
-                    kept = [int(i) for i in result.ids]
-                    f1.append(precision_recall_f1(kept, q.gold).f1)
-                    words.append(sum(len(q.candidates[i].split()) for i in kept))
+                f1, words = f1_and_words(runtime, encoder, questions)
                 defaults = defaults or f1  # weights[0] is 0: the defaults
                 better = sum(a > b for a, b in zip(f1, defaults))
                 worse = sum(a < b for a, b in zip(f1, defaults))
