@@ -8,16 +8,16 @@ the questions with 3 or more gold items, 25 candidates each) and prints, per set
 
 * the gold count and the items the pipeline keeps, on average;
 * R-precision: how many of the best |gold| candidates by the pipeline's selection score are gold
-  (how good the ranking is, whatever the cut);
-* the pipeline's F1, then two ceilings of any cut of that ranking: the F1 of keeping exactly
-  |gold| of it (a cut that counted the relevant passages perfectly), and of keeping, per
-  question, the prefix with the best F1 (a cut that knew where the gold sit);
+  (how good the ranking is, whatever the cut). It is also the F1 of keeping exactly |gold| of
+  that ranking: the ceiling of a cut that counted the relevant passages perfectly;
+* the pipeline's F1, and the F1 of keeping, per question, the prefix of that ranking with the best
+  F1 (the ceiling of a cut that knew where the gold sit);
 * Pearson's r, over the set's questions, between the gold count and each per-question count or
   shape a cut could use: the items kept; candidates whose standardised selection score is at
   least 1 or 1.5; candidates within 0.1 of the best cosine to the question; the lead of the
   best standardised score over the runner-up; the question's length in words.
 
-A signal a cut could follow would show r well above 0 on every set. Where even the |gold| ceiling
+A signal a cut could follow would show r well above 0 on every set. Where even R-precision
 is close to a fixed top-K, no cut of this ranking can beat top-K by much: the ranking must improve.
 
 Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--limit N]
@@ -38,9 +38,9 @@ from _machine import correlation  # noqa: E402
 SIGNALS = ("kept", "z>=1", "z>=1.5", "cos>=best-0.1", "lead", "words")
 
 
-def signals(question, result) -> tuple[tuple[float, float, float, float], dict[str, float]]:
-    """(R-precision, F1, F1 of the best |gold|, best prefix F1) of the selection score's ranking, and
-    each signal's value, for one question."""
+def signals(question, result) -> tuple[tuple[float, float, float], dict[str, float]]:
+    """(R-precision of the selection score's ranking, the pipeline's F1, the F1 of that ranking's
+    best prefix) and each signal's value, for one question."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
 
     from meteora_edge.selection.stages import standardise
@@ -57,14 +57,13 @@ def signals(question, result) -> tuple[tuple[float, float, float, float], dict[s
     order = ranked(score, positions)
     prefixes = [precision_recall_f1(order[:k], question.gold).f1 for k in range(1, len(order) + 1)]
     return (r_precision(order, question.gold), precision_recall_f1([int(i) for i in result.ids], question.gold).f1,
-            prefixes[len(question.gold) - 1] if len(question.gold) <= len(order) else prefixes[-1],
             max(prefixes, default=0.0)), values
 
 
 def main() -> None:
     traced_main(__doc__, "the pipeline's defaults (model-free), every candidate traced",
-                f"{'':<60}Pearson's r of the gold count with each signal\n"
-                f"{'set':<13} {'n':>3} {'gold':>5} {'kept':>5} {'R-prec':>7} {'F1':>6} {'@|gold|':>7} {'best cut':>8} " + " ".join(f"{s:>13}" for s in SIGNALS), report)
+                f"{'':<52}Pearson's r of the gold count with each signal\n"
+                f"{'set':<13} {'n':>3} {'gold':>5} {'kept':>5} {'R-prec':>7} {'F1':>6} {'best cut':>8} " + " ".join(f"{s:>13}" for s in SIGNALS), report)
 
 
 def report(runtime, encoder, limit: int | None) -> None:
@@ -83,7 +82,7 @@ def report(runtime, encoder, limit: int | None) -> None:
                 table[s].append(values[s])
         gold = [len(q.gold) for q in questions]
         print(f"{name:<13} {len(questions):>3} {statistics.mean(gold):>5.2f} {statistics.mean(table['kept']):>5.2f} "
-              f"{' '.join(f'{v:>{w}.3f}' for v, w in zip(np.mean(ranking, axis=0), (7, 6, 7, 8)))} " + " ".join(f"{correlation(gold, table[s]):>13}"
+              f"{' '.join(f'{v:>{w}.3f}' for v, w in zip(np.mean(ranking, axis=0), (7, 6, 8)))} " + " ".join(f"{correlation(gold, table[s]):>13}"
                                                                       for s in SIGNALS))
 
 
