@@ -13,12 +13,31 @@ DATA = ROOT.parent / "shared" / "data"
 SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
 
 
+#: Evaluation files given with ``--data`` (see :func:`dev_arguments`); when any are, they replace the dev sets.
+_given: list[str] = []
+
+
 def question_sets(limit: int | None, *, paragraphs: bool = False) -> Iterator[tuple[str, list]]:
     """(name, the first ``limit`` questions) of each dev set (sentence level; with ``paragraphs`` also
     HotpotQA's paragraph level, as ``hotpotqa-para``), then of their dense-gold view
-    (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates)."""
+    (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates).
+
+    With ``--data`` files instead: each file (named by its stem), and with ``paragraphs`` a HotpotQA-layout
+    file's paragraph level too (``<stem>-para``); no dense-gold view.
+    """
+    from meteora_edge.errors import ConfigError
     from meteora_edge.evaluation.datasets import load_questions
 
+    for path in _given:
+        name = Path(path).stem
+        yield name, load_questions(path, limit=limit)
+        if paragraphs:
+            try:
+                yield f"{name}-para", load_questions(path, level="paragraph", limit=limit)
+            except ConfigError:  # per-query JSONL: its candidates are given, there is no other level
+                pass
+    if _given:
+        return
     sys.path.insert(0, str(ROOT / "scripts"))
     from dense_gold_view import view
 
@@ -80,12 +99,17 @@ def cached_runtime(parser, bundle: str, *, precision: str = "auto", onnx: bool =
 
 
 def dev_arguments(parser):
-    """Add ``--bundle`` and ``--limit`` to ``parser``, parse the command line, refuse a limit below 1."""
+    """Add ``--bundle``, ``--limit`` and ``--data`` to ``parser``, parse the command line, refuse a limit
+    below 1. Files given with ``--data`` replace the dev sets in :func:`question_sets`."""
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
     parser.add_argument("--limit", type=int, help="only the first N questions of each set")
+    parser.add_argument("--data", action="append", default=[], metavar="FILE",
+                        help="an evaluation file (HotpotQA layout or per-query JSONL, as `meteora-edge eval` "
+                             "reads) to run instead of the dev sets; repeatable")
     args = parser.parse_args()
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
+    _given[:] = args.data
     return args
 
 

@@ -15,7 +15,9 @@ cover runs) adds exactly 0 there. Each ``--variant`` (pipeline settings as JSON,
 ``'{"token_cover_z": 1.0}'``) is then run as a whole and compared with the defaults the same way.
 
 Usage: python benchmarks/ablation.py [--bundle models/bundles/default | --hashing] [--limit N] [--resamples 2000]
-       [--variant JSON ...] [--no-rules]
+       [--variant JSON ...] [--no-rules] [--data FILE ...]
+
+--data runs your own evaluation files (as `meteora-edge eval` reads them) instead of the dev sets.
 """
 
 from __future__ import annotations

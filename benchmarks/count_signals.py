@@ -20,7 +20,9 @@ the questions with 3 or more gold items, 25 candidates each) and prints, per set
 A signal a cut could follow would show r well above 0 on every set. Where even R-precision
 is close to a fixed top-K, no cut of this ranking can beat top-K by much: the ranking must improve.
 
-Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--limit N]
+Usage: python benchmarks/count_signals.py [--bundle models/bundles/default] [--limit N] [--data FILE ...]
+
+--data runs your own evaluation files (as `meteora-edge eval` reads them) instead of the dev sets.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ ContractNLI spans) and their dense-gold view (``scripts/dense_gold_view.py``: th
 15), and counts, over each set's questions, the accepted chunks the test dropped (gold / not
 gold), the chunks it spared for the question words they bring (gold / not gold), and the F1.
 
-Usage: python benchmarks/duplicates_dropped.py [--bundle models/bundles/default] [--limit N]
+Usage: python benchmarks/duplicates_dropped.py [--bundle models/bundles/default] [--limit N] [--data FILE ...]
+
+--data runs your own evaluation files (as `meteora-edge eval` reads them) instead of the dev sets.
 """
 
 from __future__ import annotations

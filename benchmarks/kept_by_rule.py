@@ -19,7 +19,9 @@ F1 = 2h / (k + g); one more chunk that is gold with chance ``p`` raises it on av
 ``p > h / (k + g)``, that is half the question's F1. The column is that half, averaged over the
 set's questions: a rule whose share of gold lies below it costs the set F1.
 
-Usage: python benchmarks/kept_by_rule.py [--bundle models/bundles/default] [--limit N]
+Usage: python benchmarks/kept_by_rule.py [--bundle models/bundles/default] [--limit N] [--data FILE ...]
+
+--data runs your own evaluation files (as `meteora-edge eval` reads them) instead of the dev sets.
 """
 
 from __future__ import annotations

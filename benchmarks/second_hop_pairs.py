@@ -17,7 +17,9 @@ prints, per set:
 * the F1 and the items kept of the whole pipeline;
 * the bridge names used most often (the hop's rationale is the bridges plus the question's words).
 
-Usage: python benchmarks/second_hop_pairs.py [--bundle models/bundles/default] [--limit N]
+Usage: python benchmarks/second_hop_pairs.py [--bundle models/bundles/default] [--limit N] [--data FILE ...]
+
+--data runs your own evaluation files (as `meteora-edge eval` reads them) instead of the dev sets.
 """
 
 from __future__ import annotations
