@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 import sys
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -13,22 +13,18 @@ DATA = ROOT.parent / "shared" / "data"
 SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
 
 
-#: Evaluation files given with ``--data`` (see :func:`dev_arguments`); when any are, they replace the dev sets.
-_given: list[str] = []
-
-
-def question_sets(limit: int | None, *, paragraphs: bool = False) -> Iterator[tuple[str, list]]:
+def question_sets(limit: int | None, *, paragraphs: bool = False, data: Sequence[str] = ()) -> Iterator[tuple[str, list]]:
     """(name, the first ``limit`` questions) of each dev set (sentence level; with ``paragraphs`` also
     HotpotQA's paragraph level, as ``hotpotqa-para``), then of their dense-gold view
     (``scripts/dense_gold_view.py`` as ``scripts/evaluate.sh`` runs it: 3 or more gold, 25 candidates).
 
-    With ``--data`` files instead: each file (named by its stem), and with ``paragraphs`` a HotpotQA-layout
+    With ``data`` files (``--data``) instead: each file (named by its stem), and with ``paragraphs`` a HotpotQA-layout
     file's paragraph level too (``<stem>-para``); no dense-gold view.
     """
     from meteora_edge.errors import ConfigError
     from meteora_edge.evaluation.datasets import load_questions
 
-    for path in _given:
+    for path in data:
         name = Path(path).stem
         yield name, load_questions(path, limit=limit)
         if paragraphs:
@@ -36,7 +32,7 @@ def question_sets(limit: int | None, *, paragraphs: bool = False) -> Iterator[tu
                 yield f"{name}-para", load_questions(path, level="paragraph", limit=limit)
             except ConfigError:  # per-query JSONL: its candidates are given, there is no other level
                 pass
-    if _given:
+    if data:
         return
     sys.path.insert(0, str(ROOT / "scripts"))
     from dense_gold_view import view
@@ -100,7 +96,7 @@ def cached_runtime(parser, bundle: str, *, precision: str = "auto", onnx: bool =
 
 def dev_arguments(parser):
     """Add ``--bundle``, ``--limit`` and ``--data`` to ``parser``, parse the command line, refuse a limit
-    below 1. Files given with ``--data`` replace the dev sets in :func:`question_sets`."""
+    below 1. Files given with ``--data`` (``args.data``) replace the dev sets in :func:`question_sets`."""
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
     parser.add_argument("--limit", type=int, help="only the first N questions of each set")
     parser.add_argument("--data", action="append", default=[], metavar="FILE",
@@ -109,7 +105,6 @@ def dev_arguments(parser):
     args = parser.parse_args()
     if args.limit is not None and args.limit < 1:
         parser.error("--limit must be at least 1")
-    _given[:] = args.data
     return args
 
 
@@ -127,7 +122,8 @@ def traced_main(doc: str, about: str, header: str, report) -> None:
     """The whole ``main`` of a script that runs the pipeline over the dev sets.
 
     It parses ``--bundle`` and ``--limit``, loads the bundle, prints the machine, ``encoder <id>;
-    <about>`` and the column ``header``, then runs ``report(runtime, encoder, limit)``; a bundle that
+    <about>`` and the column ``header``, then runs ``report(runtime, encoder, limit, data)`` (``data``: the
+    ``--data`` files, for :func:`question_sets`); a bundle that
     does not load or a dev file missing ends in one line (``parser.error``).
     """
     import argparse
@@ -140,4 +136,4 @@ def traced_main(doc: str, about: str, header: str, report) -> None:
     print(machine_header(("numpy", "onnxruntime")))
     print(f"encoder {encoder.identity}; {about}\n")
     print(header)
-    reported(parser, report, runtime, encoder, args.limit)
+    reported(parser, report, runtime, encoder, args.limit, args.data)

@@ -99,7 +99,7 @@ def main() -> None:
           f"per rule: what it adds (defaults − without it), F1 with a 95 % paired bootstrap interval "
           f"({args.resamples} resamples), questions better / worse, words\n")
     rules = () if args.no_rules else RULES
-    reported(parser, report, runtime, encoder, args.limit, args.resamples, rules, variants)
+    reported(parser, report, runtime, encoder, args.limit, args.resamples, rules, variants, args.data)
 
 
 def _variant(parser, text: str) -> dict:
@@ -122,11 +122,11 @@ def _variant(parser, text: str) -> dict:
     return settings
 
 
-def report(runtime, encoder, limit: int | None, resamples: int, rules=RULES, variants=()) -> None:
+def report(runtime, encoder, limit: int | None, resamples: int, rules=RULES, variants=(), data=()) -> None:
     """One block per set: the defaults' F1 and words, then one row per rule and one per variant."""
     import json
 
-    for name, questions in question_sets(limit, paragraphs=True):
+    for name, questions in question_sets(limit, paragraphs=True, data=data):
         f1, words = f1_and_words(runtime, encoder, questions, {})
         print(f"{name}: {len(questions)} questions, defaults F1 {statistics.mean(f1):.3f}, "
               f"{statistics.mean(words):.1f} words")

@@ -44,7 +44,6 @@ def signals(question, result) -> tuple[tuple[float, float, float], dict[str, flo
     """(R-precision of the selection score's ranking, the pipeline's F1, the F1 of that ranking's
     best prefix) and each signal's value, for one question."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
-
     from meteora_edge.selection.stages import standardise
 
     candidates = result.trace.to_dict()["candidates"]
@@ -57,9 +56,10 @@ def signals(question, result) -> tuple[tuple[float, float, float], dict[str, flo
               "cos>=best-0.1": int((cosine >= cosine.max() - 0.1).sum()),
               "lead": float(top[0] - top[1]) if len(top) > 1 else 0.0, "words": len(question.question.split())}
     order = ranked(score, positions)
-    prefixes = [precision_recall_f1(order[:k], question.gold).f1 for k in range(1, len(order) + 1)]
+    hits = np.cumsum([p in question.gold for p in order])  # F1 of the best k: 2 · hits / (k + |gold|)
+    best_prefix = float(np.max(2 * hits / (np.arange(1, len(order) + 1) + len(question.gold)), initial=0.0))
     return (r_precision(order, question.gold), precision_recall_f1([int(i) for i in result.ids], question.gold).f1,
-            max(prefixes, default=0.0)), values
+            best_prefix), values
 
 
 def main() -> None:
@@ -68,12 +68,12 @@ def main() -> None:
                 f"{'set':<13} {'n':>3} {'gold':>5} {'kept':>5} {'R-prec':>7} {'F1':>6} {'best cut':>8} " + " ".join(f"{s:>13}" for s in SIGNALS), report)
 
 
-def report(runtime, encoder, limit: int | None) -> None:
+def report(runtime, encoder, limit: int | None, data: tuple[str, ...] = ()) -> None:
     """One row per set (see the module docstring)."""
     from meteora_edge.index.memory_index import InMemoryIndex
     from meteora_edge.pipeline.request import SelectRequest
 
-    for name, questions in question_sets(limit, paragraphs=True):
+    for name, questions in question_sets(limit, paragraphs=True, data=data):
         ranking, table = [], {s: [] for s in SIGNALS}
         for q in questions:
             result = runtime.result(SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder),

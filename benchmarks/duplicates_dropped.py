@@ -30,13 +30,13 @@ def main() -> None:
                 f"{'set':<12} {'run':<10} {'n':>4} {'dropped gold/other':>19} {'spared gold/other':>18} {'kept':>6} {'F1':>6}", report)
 
 
-def report(runtime, encoder, limit: int | None) -> None:
+def report(runtime, encoder, limit: int | None, data: tuple[str, ...] = ()) -> None:
     """One row per set and run (see the module docstring)."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
     from meteora_edge.index.memory_index import InMemoryIndex
     from meteora_edge.pipeline.request import SelectRequest
 
-    for name, questions in question_sets(limit):
+    for name, questions in question_sets(limit, data=data):
         for label, settings in RUNS:
             dropped, spared, kept, f1 = [0, 0], [0, 0], [], []
             for q in questions:

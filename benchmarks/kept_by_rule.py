@@ -44,13 +44,13 @@ def main() -> None:
                 report)
 
 
-def report(runtime, encoder, limit: int | None) -> None:
+def report(runtime, encoder, limit: int | None, data: tuple[str, ...] = ()) -> None:
     """One row per set (see the module docstring); the rule of a chunk is its trace's ``chosen_by``."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
     from meteora_edge.index.memory_index import InMemoryIndex
     from meteora_edge.pipeline.request import SelectRequest
 
-    for name, questions in question_sets(limit, paragraphs=True):
+    for name, questions in question_sets(limit, paragraphs=True, data=data):
         gold: Counter[str] = Counter()
         brought: Counter[str] = Counter()
         f1 = []

@@ -43,7 +43,7 @@ def main() -> None:
                 "  bridges used most", report)
 
 
-def report(runtime, encoder, limit: int | None) -> None:
+def report(runtime, encoder, limit: int | None, data: tuple[str, ...] = ()) -> None:
     """One row per set (see the module docstring)."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
     from meteora_edge.index.memory_index import InMemoryIndex
@@ -52,7 +52,7 @@ def report(runtime, encoder, limit: int | None) -> None:
     from meteora_edge.selection.token_cover import QueryMatcher
 
     lost: list[str] = []
-    for name, questions in question_sets(limit, paragraphs=True):
+    for name, questions in question_sets(limit, paragraphs=True, data=data):
         hops, f1, kept = 0, [], []
         pairs: Counter[tuple[str, bool]] = Counter()
         bridges: Counter[str] = Counter()
