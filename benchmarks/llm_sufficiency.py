@@ -41,9 +41,12 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
+from llm_pool import replay_kept  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
 POOL, WEIGHT, Z = 8, 1.5, 0.5  # the rerank's defaults (PipelineConfig.llm_pool, llm_weight, llm_z)
+POOL_FIELDS = {"gold", "selected", "pool", "ecse", "llm"}  # what a question of an llm_pool.py recording holds
+FIELDS = {"gold", "order", "kept", "margins", "seconds"}  # what a question of this script's recording holds
 SYSTEM = "You check evidence for a question-answering system."
 ASKS = {  # the ask, and whether a Yes says the passages are enough (the other ask asks the opposite, against a Yes bias)
     "complete": ("Do the passages below, taken together, give every fact needed to answer the question? "
@@ -55,13 +58,11 @@ MAX_PASSAGE_CHARS = 1500
 
 def ranking(row: dict) -> tuple[list[int], list[int]]:
     """The rerank's order of the recorded pool (cut to the default pool) and what its default cut keeps."""
-    from meteora_edge.pipeline.rerank import combined_scores, rerank_cut
+    from meteora_edge.pipeline.rerank import combined_scores
 
-    n = min(len(row["pool"]), max(POOL, row["selected"]))
-    ecse, llm = np.array(row["ecse"][:n]), np.array(row["llm"][:n])
-    combined = combined_scores(ecse, llm, weight=WEIGHT)
-    order = [row["pool"][j] for j in np.lexsort((np.arange(n), -combined))]
-    return order, [row["pool"][j] for j in rerank_cut(ecse, llm, weight=WEIGHT, z=Z)]
+    kept, n = replay_kept(row, POOL, WEIGHT, Z)
+    combined = combined_scores(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=WEIGHT)
+    return [row["pool"][j] for j in np.lexsort((np.arange(n), -combined))], kept
 
 
 def prompt(question: str, passages: list[str], ask: str):
@@ -160,17 +161,23 @@ def table(data: dict) -> None:
         print(f"{name:<12} {cells[0]:>12} / {cells[1]:<12} {seconds:.1f} s a question (median)")
 
 
-def read_json(parser, path: Path, what: str) -> dict:
+def read_json(parser, path: Path, what: str, fields: set[str]) -> dict:
+    """A recording, or one line on the parser: unreadable, or a question without one of ``fields``."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
         parser.error(f"cannot read {what} {path}: {exc}")
     if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
         parser.error(f"{path} is not {what} (no 'sets')")
+    for rows in data["sets"].values():
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and fields <= r.keys() for r in rows):
+            parser.error(f"{path} is not {what} (each question needs {sorted(fields)})")
     return data
 
 
 def main() -> None:
+    from meteora_edge.errors import MeteoraError
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pools", type=Path, help="a recording of benchmarks/llm_pool.py --record (for --record)")
     parser.add_argument("--model", type=Path,
@@ -187,18 +194,16 @@ def main() -> None:
     if args.record:
         if args.pools is None:
             parser.error("--record needs --pools FILE (a recording of benchmarks/llm_pool.py --record)")
-        pools = read_json(parser, args.pools, "a recording of llm_pool.py")
+        pools = read_json(parser, args.pools, "a recording of llm_pool.py", POOL_FIELDS)
         if not args.model.is_file():
             parser.error(f"no GGUF model at {args.model}; give --model FILE.gguf")
-        data = record(args, pools)
+        try:
+            data = record(args, pools)
+        except MeteoraError as exc:
+            parser.exit(2, f"llm_sufficiency.py: error: {exc}\n")
         args.record.write_text(json.dumps(data), encoding="utf-8")
     elif args.replay:
-        data = read_json(parser, args.replay, "a recording of this script")
-        fields = {"gold", "order", "kept", "margins", "seconds"}
-        if not all(isinstance(rows, list) and rows and all(isinstance(r, dict) and fields <= r.keys() and r["margins"]
-                                                          for r in rows) for rows in data["sets"].values()):
-            parser.error(f"{args.replay} is not a recording of this script (each question needs {sorted(fields)}); "
-                         "write one with --record")
+        data = read_json(parser, args.replay, "a recording of this script (write one with --record)", FIELDS)
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)
