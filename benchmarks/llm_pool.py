@@ -44,6 +44,7 @@ from _dev_sets import question_sets  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
 
 ROOT = Path(__file__).resolve().parent.parent
+DEFAULT_MODEL = ROOT / "models" / "bundles" / "llm15" / "llm" / "qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf"
 RECORD_POOL = 10
 POOLS = (2, 3, 4, 5, 6, 8, 10)
 CUTS = ((8, 0.25), (8, 0.5), (8, 0.75), (10, 0.25), (10, 0.5), (10, 0.75))
@@ -181,8 +182,7 @@ def table(data: dict) -> None:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--model", type=Path,
-                        default=ROOT / "models" / "bundles" / "llm15" / "llm" / "qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf")
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"), help="the encoder's bundle")
     parser.add_argument("--threads", type=int, default=2, help="the GGUF model's threads")
     parser.add_argument("--limit", type=int, default=50, help="questions per dev set")

@@ -41,9 +41,8 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
-from llm_pool import replay_kept  # noqa: E402
+from llm_pool import DEFAULT_MODEL, replay_kept  # noqa: E402
 
-ROOT = Path(__file__).resolve().parent.parent
 POOL, WEIGHT, Z = 8, 1.5, 0.5  # the rerank's defaults (PipelineConfig.llm_pool, llm_weight, llm_z)
 POOL_FIELDS = {"gold", "selected", "pool", "ecse", "llm"}  # what a question of an llm_pool.py recording holds
 FIELDS = {"gold", "order", "kept", "margins", "seconds"}  # what a question of this script's recording holds
@@ -180,8 +179,7 @@ def main() -> None:
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pools", type=Path, help="a recording of benchmarks/llm_pool.py --record (for --record)")
-    parser.add_argument("--model", type=Path,
-                        default=ROOT / "models" / "bundles" / "llm15" / "llm" / "qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf")
+    parser.add_argument("--model", type=Path, default=DEFAULT_MODEL, help="the GGUF model (for --record)")
     parser.add_argument("--threads", type=int, default=2, help="the GGUF model's threads")
     parser.add_argument("--ask", choices=sorted(ASKS), default="complete",
                         help="complete: 'do the passages give every fact needed?'; missing: 'is a needed fact missing?'")
