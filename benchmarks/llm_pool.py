@@ -47,6 +47,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DEFAULT_MODEL = ROOT / "models" / "bundles" / "llm15" / "llm" / "qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf"
 RECORD_POOL = 10
 POOLS = (2, 3, 4, 5, 6, 8, 10)
+FIELDS = {"gold", "selected", "pool", "ecse", "llm", "tokens", "seconds", "live_f1"}  # a recorded question's keys
 CUTS = ((8, 0.25), (8, 0.5), (8, 0.75), (10, 0.25), (10, 0.5), (10, 0.75))
 MARGINS = (0.0, 0.5, 1.0)
 
@@ -100,6 +101,7 @@ def record(args) -> dict:
             rows.append({"gold": sorted(q.gold), "selected": int(re.match(r"ECSE kept (\d+)", phase.summary).group(1)),
                          "pool": [int(c.chunk_id) for c in pool], "ecse": [c.ecse_score for c in pool],
                          "llm": call["scores"], "tokens": call["tokens"], "prefix": call["prefix"],
+                         "words": [len(q.candidates[int(c.chunk_id)].split()) for c in pool],
                          "seconds": call["seconds"], "live_f1": precision_recall_f1(result.ids, q.gold).f1})
             print(f"  {name} {number + 1}: {call['seconds']:.2f} s, {sum(call['tokens'])} passage tokens, "
                   f"F1 {rows[-1]['live_f1']:.3f}", flush=True)
@@ -115,6 +117,15 @@ def replay_kept(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tu
     return [row["pool"][j] for j in rerank_cut(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=weight, z=z)], n
 
 
+def replay_order(row: dict, pool: int = 8, weight: float = 1.5) -> list[int]:
+    """The first ``pool`` of the recorded pool (at least ECSE's selection), best first by the rerank's combined score."""
+    from meteora_edge.pipeline.rerank import combined_scores
+
+    n = min(len(row["pool"]), max(pool, row["selected"]))
+    combined = combined_scores(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=weight)
+    return [row["pool"][j] for j in np.lexsort((np.arange(n), -combined))]
+
+
 def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tuple[float, int, int]:
     """F1, pool size and passage tokens when the rerank judges the first ``pool`` of the recorded pool."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
@@ -123,22 +134,32 @@ def replay_f1(row: dict, pool: int, weight: float = 1.5, z: float = 0.5) -> tupl
     return precision_recall_f1(kept, frozenset(row["gold"])).f1, n, sum(row["tokens"][:n])
 
 
+def words_kept(row: dict, kept: list[int]) -> int:
+    """Whitespace words of the kept pool passages (a recording with per-passage ``words``)."""
+    return sum(row["words"][row["pool"].index(c)] for c in kept)
+
+
 def cut_table(data: dict) -> None:
-    """F1 and items kept per cut, and whether any count follows the gold count."""
+    """F1 and items kept (and words, in a recording that has them) per cut, and whether any count follows the gold
+    count. The cuts: each of ``CUTS``, then ``ECSE n``: as many as ECSE selected, the best by the combined score."""
     from meteora_edge.evaluation.metrics import precision_recall_f1
 
     names = list(data["sets"])
-    print("F1 / items kept per rerank cut (weight 1.5); gold per question: " + ", ".join(
-        f"{name} {statistics.mean(len(r['gold']) for r in data['sets'][name]):.2f}" for name in names))
-    print(f"{'pool':>4} {'llm_z':>6} " + " ".join(f"{name:>16}" for name in names))
-    for pool, z in CUTS:
+    with_words = all("words" in r for rows in data["sets"].values() for r in rows)
+    cuts = [(str(pool), str(z), lambda r, pool=pool, z=z: replay_kept(r, pool, z=z)[0]) for pool, z in CUTS]
+    cuts.append(("8", "ECSE n", lambda r: replay_order(r)[: r["selected"]]))
+    print(f"F1 / items kept{' / words' if with_words else ''} per rerank cut (weight 1.5); gold per question: "
+          + ", ".join(f"{name} {statistics.mean(len(r['gold']) for r in data['sets'][name]):.2f}" for name in names))
+    print(f"{'pool':>4} {'llm_z':>6} " + " ".join(f"{name:>22}" for name in names))
+    for pool, z, keep in cuts:
         cells = []
         for name in names:
-            kept = [replay_kept(r, pool, z=z)[0] for r in data["sets"][name]]
-            f1 = statistics.mean(precision_recall_f1(k, frozenset(r["gold"])).f1
-                                 for k, r in zip(kept, data["sets"][name]))
-            cells.append(f"{f1:.3f} / {statistics.mean(len(k) for k in kept):.2f}")
-        print(f"{pool:>4} {z:>6} " + " ".join(f"{c:>16}" for c in cells))
+            rows = data["sets"][name]
+            kept = [keep(r) for r in rows]
+            f1 = statistics.mean(precision_recall_f1(k, frozenset(r["gold"])).f1 for k, r in zip(kept, rows))
+            words = f" / {statistics.mean(words_kept(r, k) for k, r in zip(kept, rows)):.0f}" if with_words else ""
+            cells.append(f"{f1:.3f} / {statistics.mean(len(k) for k in kept):.2f}{words}")
+        print(f"{pool:>4} {z:>6} " + " ".join(f"{c:>22}" for c in cells))
     print(f"\nr(gold count, count): the default cut's kept; pool passages (of {data.get('pool', 8)}) the model "
           "scores >= a margin")
     print(f"{'set':<12} {'kept':>6} " + " ".join(f"{'>= ' + str(m):>7}" for m in MARGINS)
@@ -181,6 +202,8 @@ def table(data: dict) -> None:
 
 
 def main() -> None:
+    from meteora_edge.fileio import write_text_atomic
+
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", type=Path, default=DEFAULT_MODEL)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"), help="the encoder's bundle")
@@ -193,7 +216,7 @@ def main() -> None:
         parser.error("--limit must be at least 1")
     if args.record:
         data = record(args)
-        args.record.write_text(json.dumps(data))
+        write_text_atomic(args.record, json.dumps(data))
     elif args.replay:
         try:
             data = json.loads(args.replay.read_text())
@@ -201,6 +224,9 @@ def main() -> None:
             parser.error(f"cannot read the recording {args.replay}: {exc}")
         if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
             parser.error(f"{args.replay} is not a recording of this script (no 'sets')")
+        for rows in data["sets"].values():
+            if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and FIELDS <= r.keys() for r in rows):
+                parser.error(f"{args.replay} is not a recording of this script (each question needs {sorted(FIELDS)})")
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)

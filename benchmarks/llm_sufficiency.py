@@ -41,10 +41,9 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
-from llm_pool import DEFAULT_MODEL, replay_kept  # noqa: E402
+from llm_pool import DEFAULT_MODEL, FIELDS as POOL_FIELDS, replay_kept, replay_order  # noqa: E402
 
 POOL, WEIGHT, Z = 8, 1.5, 0.5  # the rerank's defaults (PipelineConfig.llm_pool, llm_weight, llm_z)
-POOL_FIELDS = {"gold", "selected", "pool", "ecse", "llm"}  # what a question of an llm_pool.py recording holds
 FIELDS = {"gold", "order", "kept", "margins", "seconds"}  # what a question of this script's recording holds
 SYSTEM = "You check evidence for a question-answering system."
 ASKS = {  # the ask, and whether a Yes says the passages are enough (the other ask asks the opposite, against a Yes bias)
@@ -57,11 +56,7 @@ MAX_PASSAGE_CHARS = 1500
 
 def ranking(row: dict) -> tuple[list[int], list[int]]:
     """The rerank's order of the recorded pool (cut to the default pool) and what its default cut keeps."""
-    from meteora_edge.pipeline.rerank import combined_scores
-
-    kept, n = replay_kept(row, POOL, WEIGHT, Z)
-    combined = combined_scores(np.array(row["ecse"][:n]), np.array(row["llm"][:n]), weight=WEIGHT)
-    return [row["pool"][j] for j in np.lexsort((np.arange(n), -combined))], kept
+    return replay_order(row, POOL, WEIGHT), replay_kept(row, POOL, WEIGHT, Z)[0]
 
 
 def prompt(question: str, passages: list[str], ask: str):
@@ -176,6 +171,7 @@ def read_json(parser, path: Path, what: str, fields: set[str]) -> dict:
 
 def main() -> None:
     from meteora_edge.errors import MeteoraError
+    from meteora_edge.fileio import write_text_atomic
 
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--pools", type=Path, help="a recording of benchmarks/llm_pool.py --record (for --record)")
@@ -199,7 +195,7 @@ def main() -> None:
             data = record(args, pools)
         except MeteoraError as exc:
             parser.exit(2, f"llm_sufficiency.py: error: {exc}\n")
-        args.record.write_text(json.dumps(data), encoding="utf-8")
+        write_text_atomic(args.record, json.dumps(data))
     elif args.replay:
         data = read_json(parser, args.replay, "a recording of this script (write one with --record)", FIELDS)
     else:
