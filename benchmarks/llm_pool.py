@@ -201,6 +201,20 @@ def table(data: dict) -> None:
               f"fit {intercept:.2f} s + {slope * 1000:.2f} ms/token\n")
 
 
+def read_recording(parser, path: Path, what: str, fields: set[str]) -> dict:
+    """A recording, or one line on the parser: unreadable, or a question without one of ``fields``."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        parser.error(f"cannot read {what} {path}: {exc}")
+    if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
+        parser.error(f"{path} is not {what} (no 'sets')")
+    for rows in data["sets"].values():
+        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and fields <= r.keys() for r in rows):
+            parser.error(f"{path} is not {what} (each question needs {sorted(fields)})")
+    return data
+
+
 def main() -> None:
     from meteora_edge.fileio import write_text_atomic
 
@@ -218,15 +232,7 @@ def main() -> None:
         data = record(args)
         write_text_atomic(args.record, json.dumps(data))
     elif args.replay:
-        try:
-            data = json.loads(args.replay.read_text())
-        except (OSError, ValueError) as exc:
-            parser.error(f"cannot read the recording {args.replay}: {exc}")
-        if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
-            parser.error(f"{args.replay} is not a recording of this script (no 'sets')")
-        for rows in data["sets"].values():
-            if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and FIELDS <= r.keys() for r in rows):
-                parser.error(f"{args.replay} is not a recording of this script (each question needs {sorted(FIELDS)})")
+        data = read_recording(parser, args.replay, "a recording of this script", FIELDS)
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)

@@ -41,7 +41,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 from _dev_sets import question_sets  # noqa: E402
 from _machine import correlation, machine_header  # noqa: E402
-from llm_pool import DEFAULT_MODEL, FIELDS as POOL_FIELDS, replay_kept, replay_order  # noqa: E402
+from llm_pool import DEFAULT_MODEL, FIELDS as POOL_FIELDS, read_recording, replay_kept, replay_order  # noqa: E402
 
 POOL, WEIGHT, Z = 8, 1.5, 0.5  # the rerank's defaults (PipelineConfig.llm_pool, llm_weight, llm_z)
 FIELDS = {"gold", "order", "kept", "margins", "seconds"}  # what a question of this script's recording holds
@@ -155,20 +155,6 @@ def table(data: dict) -> None:
         print(f"{name:<12} {cells[0]:>12} / {cells[1]:<12} {seconds:.1f} s a question (median)")
 
 
-def read_json(parser, path: Path, what: str, fields: set[str]) -> dict:
-    """A recording, or one line on the parser: unreadable, or a question without one of ``fields``."""
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
-        parser.error(f"cannot read {what} {path}: {exc}")
-    if not isinstance(data, dict) or not isinstance(data.get("sets"), dict) or not data["sets"]:
-        parser.error(f"{path} is not {what} (no 'sets')")
-    for rows in data["sets"].values():
-        if not isinstance(rows, list) or not rows or not all(isinstance(r, dict) and fields <= r.keys() for r in rows):
-            parser.error(f"{path} is not {what} (each question needs {sorted(fields)})")
-    return data
-
-
 def main() -> None:
     from meteora_edge.errors import MeteoraError
     from meteora_edge.fileio import write_text_atomic
@@ -188,7 +174,7 @@ def main() -> None:
     if args.record:
         if args.pools is None:
             parser.error("--record needs --pools FILE (a recording of benchmarks/llm_pool.py --record)")
-        pools = read_json(parser, args.pools, "a recording of llm_pool.py", POOL_FIELDS)
+        pools = read_recording(parser, args.pools, "a recording of llm_pool.py", POOL_FIELDS)
         if not args.model.is_file():
             parser.error(f"no GGUF model at {args.model}; give --model FILE.gguf")
         try:
@@ -197,7 +183,7 @@ def main() -> None:
             parser.exit(2, f"llm_sufficiency.py: error: {exc}\n")
         write_text_atomic(args.record, json.dumps(data))
     elif args.replay:
-        data = read_json(parser, args.replay, "a recording of this script (write one with --record)", FIELDS)
+        data = read_recording(parser, args.replay, "a recording of this script (write one with --record)", FIELDS)
     else:
         parser.error("give --record FILE or --replay FILE")
     table(data)
