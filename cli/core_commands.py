@@ -33,7 +33,7 @@ def chunk(file: str, chunk_size: int, overlap: int | None, output: str | None, c
       pdftotext contract.pdf - | meteora-edge chunk - > chunks.json
     """
     if output:
-        check_output_path(output)
+        check_output_path(output, inputs=[("FILE", file)])
     overlap = check_chunking(chunk_size, overlap)
     whole = [t for t in [read_text_file(file)] if t] if is_stdin(file) else None  # stdin can be read once
     name = source_name(file) if is_stdin(file) else Path(file).name

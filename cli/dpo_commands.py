@@ -28,7 +28,7 @@ def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_windo
     """Write candidate rationale sets per question, each with the sentences ECSE selected and the gold ones."""
     from meteora_edge.training.dpo_derive import derive_candidates
 
-    check_output_path(output)
+    check_output_path(output, inputs=[("--hotpot", hotpot_file)])
     encoder = encoder_from_options(bundle, threads, precision)
     records = derive_candidates(hotpot_file, encoder=encoder, expansion_window=expansion_window, limit=limit)
     write_text_atomic(output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))

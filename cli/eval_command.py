@@ -49,7 +49,7 @@ from .encoder_option import (
     precision_option,
     threads_option,
 )
-from .output import check_output_path
+from .output import check_output_path, same_file
 from .select_inputs import CLI_NAMES
 
 DEFAULT_METHODS = ("topk-cosine:2", "topk-cosine:3", "topk-cosine:5", "bm25:3", "ecse", "ecse-window:1", "meve", "pipeline")
@@ -97,9 +97,11 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
                         one index of the corpus; selection is scored against the qrels, retrieval too
     """
     if output:
-        check_output_path(output)
+        check_output_path(output, inputs=[("--data", data_path), ("--tokenizer", tokenizer)])
     if plot_file:
-        check_output_path(plot_file, option="--plot")
+        check_output_path(plot_file, option="--plot", inputs=[("--data", data_path), ("--tokenizer", tokenizer)])
+        if output and same_file(output, plot_file):
+            raise InputError(f"--plot {plot_file} is also --output; give them two files")
         require_matplotlib()
     layout = data_layout(data_path)
     if layout == "beir":

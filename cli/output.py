@@ -47,13 +47,25 @@ def stdout_is_unicode() -> bool:
         return False
 
 
-def check_output_path(path: str, *, option: str = "--output") -> None:
-    """Refuse an output file that cannot be written, before a long run (not after it).
+def check_output_path(path: str, *, option: str = "--output", inputs: Iterable[tuple[str, str | None]] = ()) -> None:
+    """Refuse an output file that cannot be written, or that is one of the command's inputs, before a
+    long run (not after it).
+
+    Args:
+        path: the output file.
+        option: its option, for messages.
+        inputs: ``(option, path)`` of each file the command reads (``None`` and ``-`` are skipped):
+            writing over one of them would lose it.
 
     Raises:
-        InputError: the path is a folder, its folder does not exist, or is not writable.
+        InputError: the path is a folder, its folder does not exist, is not writable, or it is an input
+            (the same file after resolving links).
     """
     target = Path(path)
+    for input_option, source in inputs:
+        if source is not None and source != "-" and os.path.exists(source) and same_file(source, path):
+            raise InputError(f"{option} {target} is the input of {input_option}; writing it would overwrite the input, "
+                             "give another output file")
     folder = target.parent if str(target.parent) else Path(".")
     if target.is_dir():
         raise InputError(f"{option} {target} is a folder; give a file name")
@@ -61,6 +73,14 @@ def check_output_path(path: str, *, option: str = "--output") -> None:
         raise InputError(f"cannot write {option} {target}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (target.exists() and not os.access(target, os.W_OK)):
         raise InputError(f"cannot write {option} {target}: permission denied")
+
+
+def same_file(a: str | os.PathLike[str], b: str | os.PathLike[str]) -> bool:
+    """Whether two paths name one file: after resolving links (hard links too, when both exist)."""
+    try:
+        return os.path.samefile(a, b)
+    except OSError:
+        return os.path.realpath(a) == os.path.realpath(b)
 
 
 def check_output_dir(path: str, *, option: str = "--output-dir") -> None:

@@ -200,7 +200,8 @@ def select(
         raise InputError("give exactly one of --chunks FILE or --index DIR|milvus://…")
     fmt, detail = _output_choice(fmt, legacy, detail, full_trace)
     if output:
-        check_output_path(output)
+        check_output_path(output, inputs=[("--chunks", chunks_file), ("--sample-shots", sample_shots),
+                                          ("--tokenizer", tokenizer), *(("--rationales", f) for f in rationale_files)])
     if index_dir and not (query and query.strip()):
         raise InputError("--index needs a non-empty --query")
     chunks = read_chunks_file(chunks_file) if chunks_file else None

@@ -239,3 +239,45 @@ def test_outputs_on_a_full_or_read_only_disk_are_one_line_and_keep_the_old_file(
     assert any(reason in errors[0] for reason in expected), errors[0]
     assert "Traceback" not in proc.stderr
     assert listing.split() == ["out.json", "old"], listing  # the old file is intact, no temporary is left
+
+
+# -- an output that is an input -------------------------------------------------------------------
+
+def _output_is_input_cases(tmp_path: Path) -> list[tuple[list[str], Path]]:
+    doc = tmp_path / "contract.md"
+    doc.write_text("Either party may terminate this agreement on ninety days' notice. Fees are due monthly.\n")
+    chunks = tmp_path / "c.json"
+    chunks.write_text(json.dumps(["Either party may terminate on notice.", "Fees are due monthly."]))
+    rationales = tmp_path / "r.txt"
+    rationales.write_text("termination rights\n")
+    link = tmp_path / "link.json"
+    link.symlink_to(chunks)
+    hard = tmp_path / "hard.md"
+    os.link(doc, hard)
+    return [
+        (["chunk", str(doc), "-o", str(doc)], doc),
+        (["chunk", str(doc), "-o", str(hard)], doc),  # a hard link is the same file
+        (["select", "--chunks", str(chunks), "-q", "who may terminate", "-o", str(chunks)], chunks),
+        (["select", "--chunks", str(chunks), "-q", "who may terminate", "-o", str(link)], chunks),  # through a link
+        (["select", "--chunks", str(link), "-q", "who may terminate", "--output", str(tmp_path / "." / "c.json")], chunks),
+        (["select", "--chunks", str(chunks), "-q", "who may terminate", "--rationales", str(rationales),
+          "-o", str(rationales)], rationales),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_an_output_that_is_an_input_is_refused_and_the_input_kept(tmp_path, case):
+    args, kept = _output_is_input_cases(tmp_path)[case]
+    before = kept.read_bytes()
+    one_line_error(run(*args), "is the input of", "another output file")
+    assert kept.read_bytes() == before
+
+
+def test_eval_refuses_its_data_or_one_file_for_both_outputs(tmp_path):
+    data = tmp_path / "q.jsonl"
+    data.write_text(json.dumps({"query": "who may terminate", "candidates": ["a", "b"], "gold": [0]}) + "\n")
+    before = data.read_bytes()
+    one_line_error(run("eval", "--data", str(data), "-o", str(data)), "--output", "is the input of --data")
+    assert data.read_bytes() == before
+    one_line_error(run("eval", "--data", str(data), "-o", str(tmp_path / "r.json"), "--plot", str(tmp_path / "r.json")),
+                   "is also --output")
