@@ -7,8 +7,12 @@
 ``title: sentence`` texts ``eval`` reads from the HotpotQA layout), the gold candidate ids,
 the answer and the question's ``type`` as its group — ``eval`` gives the same numbers on
 both files. ``beir`` pools every question's context into one corpus (a paragraph whose
-title two questions share is written once), writes the questions as queries and the
-supporting facts as ``qrels/test.tsv`` (score 1), for ``eval --data OUT_DIR``.
+title two questions share is written once; an empty sentence is left out), writes the
+questions as queries and the supporting facts as ``qrels/test.tsv`` (score 1), for
+``eval --data OUT_DIR``. Questions asked in the same words are one query over a pooled
+corpus, so they are written once, with the union of their supporting facts as gold: over
+ContractNLI, each hypothesis is asked once against every contract, and its gold is its
+evidence in all of them.
 
 Ids: a sentence is ``title#n`` (its position in the paragraph), a paragraph its title. This
 is an example, not part of meteora-edge: the data keep their licences (HotpotQA CC BY-SA
@@ -62,17 +66,20 @@ def to_beir(items: list[dict[str, Any]], out: str, level: str) -> None:
     with open(os.path.join(out, "corpus.jsonl"), "w", encoding="utf-8") as corpus:
         for item in items:
             for cid, title, text in units(item, level):
-                if cid not in seen:
+                if cid not in seen and text:
                     seen.add(cid)
                     corpus.write(json.dumps({"_id": cid, "title": title, "text": text}, ensure_ascii=False) + "\n")
+    asked: dict[str, tuple[str, dict[str, Any], list[str]]] = {}  # question text -> (id, metadata, gold ids)
+    for position, item in enumerate(items):
+        qid, meta, gold = asked.setdefault(item["question"].strip(), (
+            query_id(item, position), {"group": item.get("type"), "answer": item["answer"]}, []))
+        gold.extend(cid for cid in gold_ids(item, level) if cid not in gold)
     with open(os.path.join(out, "queries.jsonl"), "w", encoding="utf-8") as queries, \
             open(os.path.join(out, "qrels", "test.tsv"), "w", encoding="utf-8") as qrels:
         qrels.write("query-id\tcorpus-id\tscore\n")
-        for position, item in enumerate(items):
-            qid = query_id(item, position)
-            meta = {"group": item.get("type"), "answer": item["answer"]}
-            queries.write(json.dumps({"_id": qid, "text": item["question"], "metadata": meta}, ensure_ascii=False) + "\n")
-            qrels.writelines(f"{qid}\t{cid}\t1\n" for cid in gold_ids(item, level))
+        for text, (qid, meta, gold) in asked.items():
+            queries.write(json.dumps({"_id": qid, "text": text, "metadata": meta}, ensure_ascii=False) + "\n")
+            qrels.writelines(f"{qid}\t{cid}\t1\n" for cid in gold)
 
 
 def main(argv: list[str] | None = None) -> None:

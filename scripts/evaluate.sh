@@ -3,7 +3,8 @@
 # beside every variant, on both dev sets — HotpotQA (sentence and paragraph level) and
 # ContractNLI (sentence level: each item is one contract) — with the ONNX bundle and without any
 # model, each with its F1 per number of gold items (--by gold-count); and a view of both in which gold
-# is a larger share of the candidates (docs/eval/dense-gold.txt).
+# is a larger share of the candidates (docs/eval/dense-gold.txt); and both at corpus level, every
+# candidate pooled into one index (docs/eval/corpus-*.txt).
 # Usage: bash scripts/evaluate.sh [BUNDLE] [OUT]   (defaults: models/bundles/default, docs/eval).
 # Tune nothing on anything but these two dev files; the CPU is printed under every table.
 set -euo pipefail
@@ -58,6 +59,17 @@ run dense-gold "$view/dense-gold.jsonl" "" --bundle "$bundle" $(baselines) --met
   --method "pipeline:theta_redundancy=null" --method "$untokened" \
   --method "pipeline:token_cover=0.04" --method "pipeline:token_cover=0.06" --method "pipeline:cover_z=null" \
   --method "$before" --method "pipeline:verification=none" --method "pipeline:pooled_cut=robust" --method "$previous"
+# Corpus level: every question's candidates pooled into one index (examples/convert_eval_data.py
+# --layout beir), each question asked against all of it: the path of a user's own folder. HotpotQA
+# pools the 50 questions' sentences (2,158); ContractNLI pools every contract's spans (5,039) and
+# asks each hypothesis once, its gold being its evidence in every contract. Retrieval (R@10,
+# R@pool, nDCG@10 of the candidate ranking) is printed beside selection.
+"${METEORA_EDGE_PYTHON:-.venv/bin/python}" examples/convert_eval_data.py "$hotpot" "$view/hotpot-corpus" --layout beir
+"${METEORA_EDGE_PYTHON:-.venv/bin/python}" examples/convert_eval_data.py "$contract" "$view/contract-corpus" --layout beir
+# shellcheck disable=SC2046
+run corpus-hotpotqa "$view/hotpot-corpus" "" --bundle "$bundle" --index "$view/hotpot.index" $(baselines) --method pipeline
+# shellcheck disable=SC2046
+run corpus-contractnli "$view/contract-corpus" "" --bundle "$bundle" --index "$view/contract.index" $(baselines) --method pipeline
 # shellcheck disable=SC2046
 env -u METEORA_EDGE_BUNDLE "$me" eval --data "$hotpot" --level sentence $(baselines) --method pipeline --method "pipeline:cover_z=null" \
   --method "pipeline:pooled_cut=robust" \

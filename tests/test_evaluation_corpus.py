@@ -210,3 +210,25 @@ def test_corpus_level_over_the_pooled_hotpot_dev_paragraphs(dev_data, tmp_path):
     hybrid, pipe = report["methods"][2], report["methods"][3]
     assert hybrid["retrieval"]["recall@pool"] == pipe["retrieval"]["recall@pool"]  # one candidate stage
     assert report["meta"]["wall_seconds"] < 120
+
+
+def test_the_converter_asks_a_question_once_with_the_union_of_its_gold(tmp_path):
+    spec = importlib.util.spec_from_file_location("convert_eval_data", EXAMPLES / "convert_eval_data.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+
+    def item(qid: str, title: str, gold: int) -> dict:
+        sentences = ["The recipient shall return the information.", "", "Notices go to the address above."]
+        return {"id": qid, "question": "  Must the recipient return the information?", "answer": "yes", "type": "x",
+                "context": {"title": [title], "sentences": [sentences]},
+                "supporting_facts": {"title": [title], "sent_id": [gold]}}
+
+    data = tmp_path / "pairs.json"
+    data.write_text(json.dumps([item("a", "nda-1", 0), item("b", "nda-2", 2)]))
+    module.main([str(data), str(tmp_path / "beir"), "--layout", "beir"])
+    corpus = [json.loads(line)["_id"] for line in (tmp_path / "beir" / "corpus.jsonl").read_text().splitlines()]
+    queries = [json.loads(line) for line in (tmp_path / "beir" / "queries.jsonl").read_text().splitlines()]
+    qrels = (tmp_path / "beir" / "qrels" / "test.tsv").read_text().splitlines()[1:]
+    assert corpus == ["nda-1#0", "nda-1#2", "nda-2#0", "nda-2#2"]  # the empty sentence is left out
+    assert [(q["_id"], q["text"]) for q in queries] == [("a", "Must the recipient return the information?")]
+    assert qrels == ["a\tnda-1#0\t1", "a\tnda-2#2\t1"]
