@@ -73,7 +73,7 @@ def to_beir(items: list[dict[str, Any]], out: str, level: str) -> None:
     for position, item in enumerate(items):
         qid, meta, gold = asked.setdefault(item["question"].strip(), (
             query_id(item, position), {"group": item.get("type"), "answer": item["answer"]}, []))
-        gold.extend(cid for cid in gold_ids(item, level) if cid not in gold)
+        gold.extend(cid for cid in gold_ids(item, level) if cid in seen and cid not in gold)  # an empty span is no gold
     with open(os.path.join(out, "queries.jsonl"), "w", encoding="utf-8") as queries, \
             open(os.path.join(out, "qrels", "test.tsv"), "w", encoding="utf-8") as qrels:
         qrels.write("query-id\tcorpus-id\tscore\n")
