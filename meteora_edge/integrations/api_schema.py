@@ -240,7 +240,7 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
         "summary": "Rerank documents for a query (the Jina / Cohere shape): the selected passages first",
         "requestBody": {"required": True, "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/RerankRequest"},
-            "example": {"model": "default", "query": "who may terminate?", "top_n": 2,
+            "example": {"query": "who may terminate?", "top_n": 2,
                         "documents": ["Either party may terminate.", "Fees are monthly."]}}}},
         "responses": {"200": {"description": "One result per document that top_n allows, best first", "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/RerankAnswer"}}}},
@@ -251,7 +251,8 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "meteora-edge", "version": version,
-                 "description": "Offline evidence selection for RAG. Every error is {\"error\": \"<one line>\"}; "
+                 "description": "Offline evidence selection for RAG. Every error is one line of JSON, "
+                                "`{\"error\": \"what failed, the value and the fix\"}`; "
                                 "every answer carries X-Request-Id (the request's own, or a new one)."},
         "paths": {
             "/v1/select": select,
