@@ -161,7 +161,7 @@ def rerank(service: Any, body: bytes | str | Mapping[str, Any]) -> dict[str, Any
     data: dict[str, Any] = {"tokens": 0}
     if usable:
         request = request_from_json({**options, "query": query, "chunks": [texts[i] for i in usable],
-                                        "detail": "full"})
+                                     "detail": "full"})
         data = service.run(request)
         for passage in data["passages"]:
             position = usable[passage["id"]]
