@@ -266,7 +266,7 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
                                f"{limits.workers}, --queue {limits.queue}); retry later", {"Retry-After": "1"})
         state["active"] += 1
         try:
-            data = await anyio.to_thread.run_sync(answers[request.url.path], body, limiter=workers)
+            data = await anyio.to_thread.run_sync(answers[request.scope["route"].path], body, limiter=workers)
         except Exception as exc:  # every failure is one line; unexpected ones are logged in full
             return _failure(exc)
         finally:
