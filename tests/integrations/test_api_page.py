@@ -67,3 +67,19 @@ def test_the_page_renders_every_route_in_chromium_without_the_network(server):
     assert {"/v1/select", "/v1/rerank", "/rerank", "/v2/rerank", "/v1/models", "/v1/health"} <= shown, \
         proc.stdout[:3000]
     assert "meteora-edge" in proc.stdout
+
+
+def test_without_swagger_ui_the_page_says_how_to_install_it_and_the_api_works(monkeypatch):
+    from meteora_edge.integrations import api_page
+    from meteora_edge.integrations.service import SelectService
+    from test_serve_api import AppServer, exchange
+
+    monkeypatch.setattr(api_page, "swagger_ui_folder", lambda: None)
+    srv = AppServer(SelectService())
+    try:
+        status, _, answer = exchange(srv.port, "GET", "/docs")
+        assert status == 404 and answer == {"error": api_page._MISSING}
+        assert exchange(srv.port, "GET", "/docs/swagger-ui-bundle.js")[0] == 404
+        assert exchange(srv.port, "POST", "/v1/rerank", {"query": "q", "documents": ["q a"]})[0] == 200
+    finally:
+        srv.stop()
