@@ -25,15 +25,12 @@ else
 fi
 
 # llama-cpp-python for stage 2, started now in the background when it is missing: from a cached
-# portable wheel, or built once (with no wheel cached, only this CPU's instruction-set level and
-# the sse42 baseline are compiled, which takes a fraction of the full list's time).
+# portable wheel that has this CPU's level, or built once (this CPU's instruction-set level and
+# the sse42 baseline) into the cache that scripts/setup-dev.sh (scripts/test.sh) then reuses.
 llama_log=$(mktemp)
 trap 'rm -f "$llama_log"' EXIT  # the build log goes whether the demo ends well or not
 llama_pid=
 if ! .venv-runtime/bin/python -c "import llama_cpp" 2>/dev/null; then
-  if ! ls "${METEORA_EDGE_WHEEL_CACHE:-$HOME/.cache/meteora-edge/wheels}"/cpu-variants-0.3.36-*/*.whl >/dev/null 2>&1; then
-    export LLAMA_CPU_VARIANTS=${LLAMA_CPU_VARIANTS:-host}
-  fi
   say "installing llama-cpp-python in the background for stage 2 (log: $llama_log)"
   (. .venv-runtime/bin/activate && nice -n 10 bash scripts/install-llama-cpp.sh) >"$llama_log" 2>&1 &
   llama_pid=$!

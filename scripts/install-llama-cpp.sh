@@ -8,26 +8,31 @@
 # meteora_edge.models.llm_backend loads the best one the CPU supports before the first model
 # loads. A cached wheel never carries -march=native code.
 #
-# llama.cpp's list has 13 x86 levels; compiling all of them took ~43 minutes on 2 cores. Only
-# the levels that change speed are kept (LLAMA_CPU_VARIANTS overrides the list):
-#   x86: sse42 (x86-64-v2), haswell (v3, AVX2), skylakex (v4, AVX-512), icelake (AVX512-VNNI),
-#        alderlake (AVX-VNNI)
-#   sapphirerapids (AMX) is not built: in 0.3.36 its AMX kernels stop the process with an illegal
-#   instruction on AMX Xeons (llama.cpp pull request #26954), and meteora_edge.models.llm_backend
-#   never loads it (UNSAFE_VARIANTS), so an AMX CPU runs icelake.
-#   ARM Linux: armv8.0_1, armv8.2_1 (dot product), armv8.2_2 (+fp16), armv8.6_1 (+i8mm)
-# LLAMA_CPU_VARIANTS=host keeps sse42 and this CPU's own level only (the demo's quick build when
-# no wheel is cached: still portable, since a level is a named instruction set, never -march=native).
+# Which levels (LLAMA_CPU_VARIANTS):
+#   unset (the default): any cached wheel of this version that carries THIS CPU's level is
+#        reused, whichever list it was built with (scripts/demo.sh and scripts/setup-dev.sh share
+#        it, so a fresh machine compiles llama.cpp once); with none, the sse42 baseline and this
+#        CPU's own level are built (about 5 minutes on 2 cores), which run here as fast as any
+#        list. A level is a named instruction set, never -march=native: the wheel still runs on
+#        any x86-64-v2 (or ARMv8.0) CPU, at the baseline's speed.
+#   all: every level that changes speed, for a wheel to copy to other machines (about 15
+#        minutes on 2 cores; all 13 of llama.cpp's x86 levels took ~43 minutes):
+#        x86: sse42 (x86-64-v2), haswell (v3, AVX2), skylakex (v4, AVX-512), icelake (AVX512-VNNI),
+#             alderlake (AVX-VNNI)
+#        ARM Linux: armv8.0_1, armv8.2_1 (dot product), armv8.2_2 (+fp16), armv8.6_1 (+i8mm)
+#   a list of level names: exactly those (only a wheel built with that list is used).
+# sapphirerapids (AMX) is never built: in 0.3.36 its AMX kernels stop the process with an illegal
+# instruction on AMX Xeons (llama.cpp pull request #26954), and meteora_edge.models.llm_backend
+# never loads it (UNSAFE_VARIANTS), so an AMX CPU runs icelake.
 # The kept list is applied to a temporary copy of the sdist's ggml/src/CMakeLists.txt; a CPU
 # between two levels runs the highest level it supports (e.g. a Zen 4 runs icelake).
 #
 # The wheel's folder is named after the version and the kept list, so a wheel built with
-# another list (or the all-variants wheel older scripts cached) never shadows it.
+# another list is only taken by the default's reuse, which checks that it has this CPU's level.
 set -euo pipefail
 version=0.3.36
-variants=${LLAMA_CPU_VARIANTS:-"sse42 haswell skylakex icelake alderlake armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"}
-if [ "$variants" = host ]; then
-  variants=$(python3 - <<'PY'
+all="sse42 haswell skylakex icelake alderlake armv8.0_1 armv8.2_1 armv8.2_2 armv8.6_1"
+host=$(python3 - <<'PY'
 flags = set()
 try:
     for line in open("/proc/cpuinfo", encoding="utf-8", errors="replace"):
@@ -55,15 +60,33 @@ else:
 print(("armv8.0_1 " + level if level.startswith("armv") else "sse42 " + level).strip())
 PY
 )
-fi
+level=${host##* }   # this CPU's own level: the last of the host list
+requested=${LLAMA_CPU_VARIANTS:-}
+case "$requested" in
+  ""|host) variants=$host ;;
+  all) variants=$all ;;
+  *) variants=$requested ;;
+esac
 cache=${METEORA_EDGE_WHEEL_CACHE:-$HOME/.cache/meteora-edge/wheels}
 key=$(printf '%s' "$variants" | tr -s ' ' '\n' | sort | sha256sum | cut -c1-10)
 folder="$cache/cpu-variants-$version-$key"
 mkdir -p "$folder"
 wheel=$(ls "$folder"/llama_cpp_python-"$version"-*.whl 2>/dev/null | head -n 1 || true)
+if [ -z "$wheel" ] && [ -z "$requested" ]; then
+  # the default: a wheel built with any list will do if it carries this CPU's level
+  for candidate in "$cache"/cpu-variants-"$version"-*/llama_cpp_python-"$version"-*.whl; do
+    [ -f "$candidate" ] || continue
+    if unzip -l "$candidate" | grep -q "llama_cpp/lib/libggml-cpu-$level\.so"; then
+      wheel=$candidate
+      folder=$(dirname "$candidate")
+      echo "reusing the cached $(basename "$folder") wheel, which has this CPU's level ($level)" >&2
+      break
+    fi
+  done
+fi
 if [ -z "$wheel" ]; then
   echo "building a portable llama-cpp-python $version wheel with CPU levels: $variants" \
-       "(about 15-20 minutes on 2 cores) into $folder" >&2
+       "(on 2 cores: about 5 minutes for two levels, 15 for all) into $folder" >&2
   start=$(date +%s)
   tmp=$(mktemp -d)
   trap 'rm -rf "$tmp"' EXIT

@@ -12,10 +12,15 @@ steer a block (docs/testing.md, "The docs-block runner"):
     <!-- docs-test: slow -->           it needs the real MiniLM encoder (also detected: models/bundles/),
                                        or follows a slow block of its page and uses what it made
     <!-- docs-test: setup: CODE -->    run CODE (same language) first, hidden from the reader
+
+A Python block must run as a reader copies it: its hidden setup may make files, but a name the
+block uses and does not define itself may come from the setup only when it is spelled ``my_…``
+(the reader's own object, e.g. ``my_retriever``).
 """
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import shutil
@@ -247,12 +252,40 @@ def _needs(block: Block, text: str) -> bool:
     return text in _uncommented(block.code) or any(text in line for line in block.setup)
 
 
+def _bound_and_used(code: str) -> tuple[set[str], set[str]]:
+    """The names a Python script binds (assignments, imports, definitions) and the names it reads."""
+    bound, used = set(), set()
+    for node in ast.walk(ast.parse(code)):
+        if isinstance(node, ast.Name):
+            (used if isinstance(node.ctx, ast.Load) else bound).add(node.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            bound.update((alias.asname or alias.name).split(".")[0] for alias in node.names)
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            bound.add(node.name)
+        elif isinstance(node, ast.arg):
+            bound.add(node.arg)
+    return bound, used
+
+
+def hidden_names(block: Block) -> list[str]:
+    """The names a Python block reads that only its hidden setup defines (``my_…`` placeholders aside)."""
+    if block.language != "python" or not block.setup or block.code.lstrip().startswith(">>>"):
+        return []
+    given, _ = _bound_and_used("\n".join(block.setup))
+    bound, used = _bound_and_used(block.code)
+    return sorted(name for name in (used - bound) & given if not name.startswith("my_"))
+
+
 def _problem(block: Block) -> str | None:
     """Why a block must not run at all (a test failure), or None."""
     if block.error:
         return f"{block.id}: {block.error}"
     if _CI_ONLY.search(_uncommented(block.code)):  # a comment may name a script
         return f"{block.id} installs or runs a CI script: skip it with a reason"
+    hidden = hidden_names(block)
+    if hidden:
+        return (f"{block.id} uses {', '.join(hidden)}, which only its hidden setup defines, so it fails as a reader "
+                "copies it: define them in the block, or name a reader's own object my_…")
     return None
 
 
@@ -346,6 +379,14 @@ def test_the_parser_reads_tags_directives_and_slowness():
 def test_an_install_block_must_be_skipped():
     assert _CI_ONLY.search("pip install '.[onnx]'\n") and _CI_ONLY.search("bash scripts/demo.sh\n")
     assert not _CI_ONLY.search("python scripts/mutation_table.py\n")
+
+
+def test_a_block_may_not_lean_on_names_its_setup_hides():
+    hidden = parse_blocks("<!-- docs-test: setup: import os; enc = 1; my_store = 2 -->\n```python\n"
+                          "from x import y\nprint(enc, my_store, y, os.sep)\n```\n", "p.md")[0]
+    assert hidden_names(hidden) == ["enc", "os"] and "uses enc, os" in _problem(hidden)
+    shown = parse_blocks("<!-- docs-test: setup: enc = 1 -->\n```python\nenc = 2\nprint(enc)\n```\n", "p.md")[0]
+    assert hidden_names(shown) == [] and _problem(shown) is None
 
 
 def test_an_unknown_directive_is_an_error():

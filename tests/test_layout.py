@@ -186,7 +186,8 @@ ENTRY_POINTS = ["cli/select_command.py", "cli/eval_command.py", "cli/serve_comma
                 "meteora_edge/integrations/service.py", "meteora_edge/integrations/select_request.py",
                 "meteora_edge/integrations/embedded.py", "meteora_edge/integrations/adapter_model.py",
                 "meteora_edge/integrations/langchain_compressor.py",
-                "meteora_edge/integrations/llamaindex_postprocessor.py", "meteora_edge/evaluation/methods.py",
+                "meteora_edge/integrations/llamaindex_postprocessor.py", "meteora_edge/integrations/rerank_api.py",
+                "meteora_edge/integrations/haystack_ranker.py", "meteora_edge/evaluation/methods.py",
                 "meteora_edge/evaluation/corpus.py"]
 ASSEMBLY = {"EvidencePipeline", "load_encoder", "load_cross_encoder", "encoder_from_options", "LocalLLM",
             "LlamaVerifier", "LlamaBatchVerifier", "LlamaRelevanceScorer", "LlamaRationaleGenerator",

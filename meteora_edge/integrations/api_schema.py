@@ -14,8 +14,8 @@ needs (descriptions, choices, each limit's maximum). It is the only JSON Schema 
 
 Example:
     >>> doc = openapi_document()
-    >>> doc["openapi"], sorted(doc["paths"])[:2]
-    ('3.1.0', ['/openapi.json', '/v1/health'])
+    >>> doc["openapi"], sorted(doc["paths"])[-3:]
+    ('3.1.0', ['/v1/rerank', '/v1/select', '/v2/rerank'])
     >>> request = doc["components"]["schemas"]["SelectRequest"]["properties"]
     >>> request["t_max"]["type"], request["oversize"]["enum"]
     (['integer', 'null'], ['drop', 'truncate'])
@@ -34,6 +34,7 @@ from ..pipeline.report import DETAILS, FORMAT, VERSION
 from ..selection.ecse import POOLED_CUTS
 from ..selection.stages import SCORINGS
 from ..pipeline.request import LIMIT_KEYS, RATIONALE_PROMPTS, SETTING_KEYS
+from .rerank_schema import RERANK_PATHS, rerank_answer_schema, rerank_request_schema
 
 __all__ = ["request_json_schema", "described", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
 
@@ -235,23 +236,41 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
         "responses": {"200": {"description": "select's JSON object", "content": {"application/json": {
             "schema": {"$ref": "#/components/schemas/Selection"}}}}, **_errors(*common, 413, 415)},
     }}
+    rerank = {"post": {
+        "summary": "Rerank documents for a query (the Jina / Cohere shape): the selected passages first",
+        "requestBody": {"required": True, "content": {"application/json": {
+            "schema": {"$ref": "#/components/schemas/RerankRequest"},
+            "example": {"query": "who may terminate?", "top_n": 2,
+                        "documents": ["Either party may terminate.", "Fees are monthly."]}}}},
+        "responses": {"200": {"description": "One result per document that top_n allows, best first", "content": {
+            "application/json": {"schema": {"$ref": "#/components/schemas/RerankAnswer"}}}},
+            **_errors(*common, 413, 415)},
+    }}
     name = [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "An index's name; the first index when absent."}]
     document: dict[str, Any] = {
         "openapi": "3.1.0",
         "info": {"title": "meteora-edge", "version": version,
-                 "description": "Offline evidence selection for RAG. Every error is {\"error\": \"<one line>\"}; "
+                 "description": "Offline evidence selection for RAG. Every error is one line of JSON, "
+                                "`{\"error\": \"what failed, the value and the fix\"}`; "
                                 "every answer carries X-Request-Id (the request's own, or a new one)."},
         "paths": {
             "/v1/select": select,
+            **{path: {"post": {**rerank["post"], "operationId": "rerank" + path.replace("/", "_")}}
+               for path in RERANK_PATHS},
             "/v1/models": _get("The loaded models and indexes", {"type": "object"}, 401, 421),
             "/v1/index": _get("index info of a served index", {"type": "object"}, 401, 404, 421, parameters=name),
             "/v1/health": _get("Versions, the bundle, the loaded models, the indexes and the limits",
                                {"type": "object"}, 401, 421),
             "/openapi.json": _get("This document", {"type": "object"}, 401, 421),
+            "/docs": {"get": {"summary": "This document, browsable (Swagger UI)", "responses": {
+                "200": {"description": "An HTML page", "content": {"text/html": {"schema": {"type": "string"}}}},
+                **_errors(401, 404, 421)}}},
         },
         "components": {"schemas": {"SelectRequest": _without_dialect(described(request_json_schema())),
-                                   "Selection": _without_dialect(answer_schema()), "Error": ERROR_SCHEMA}},
+                                   "Selection": _without_dialect(answer_schema()),
+                                   "RerankRequest": rerank_request_schema(), "RerankAnswer": rerank_answer_schema(),
+                                   "Error": ERROR_SCHEMA}},
     }
     if token:
         document["components"]["securitySchemes"] = {"bearer": {"type": "http", "scheme": "bearer"}}

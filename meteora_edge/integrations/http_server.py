@@ -3,10 +3,13 @@
 Endpoints (JSON in, JSON out; every error is ``{"error": "<one line>"}``):
 
 * ``POST /v1/select`` — a request body (see :mod:`.select_request`) → ``select``'s JSON object;
+* ``POST /v1/rerank``, ``/rerank``, ``/v2/rerank`` — the Jina / Cohere rerank request, answered by the
+  same selection (see :mod:`.rerank_api`);
 * ``GET /v1/index[?name=NAME]`` — ``index info`` of a served index (the first by default);
 * ``GET /v1/health`` — versions, the bundle's identity, the loaded models, the indexes and limits;
 * ``GET /v1/models`` — the loaded models by role and the indexes, by name;
-* ``GET /openapi.json`` — the OpenAPI 3.1 document (see :mod:`.api_schema`).
+* ``GET /openapi.json`` — the OpenAPI 3.1 document (see :mod:`.api_schema`);
+* ``GET /docs`` — that document as a browsable page, and ``GET /`` — links (see :mod:`.api_page`).
 
 Every answer carries ``X-Request-Id`` and, with ``-v``, is logged in one line; CORS is off unless
 origins are given (see :mod:`.http_middleware`).
@@ -24,6 +27,7 @@ between requests, at most ``max_connections`` at once (more → a JSON 503).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import hmac
 import ipaddress
@@ -49,9 +53,11 @@ try:
 except ImportError as exc:  # pragma: no cover - exercised without the extra
     raise MissingExtraError(exc.name or "starlette", "serve") from exc
 
+from .api_page import page_routes
 from .api_schema import openapi_document, package_version
 from .http_connections import guarded_protocol
 from .http_middleware import JsonCORS, RequestLog, check_origins
+from .rerank_api import RERANK_PATHS, rerank, rerank_model_name
 
 __all__ = ["ServerLimits", "create_app", "check_bind", "is_loopback", "models_listing", "server_config", "serve_http"]
 
@@ -192,7 +198,8 @@ def models_listing(service: SelectService) -> dict[str, Any]:
     Returns:
         ``{"object": "list", "data": [{"id", "object": "model", "role", …}], "indexes": [{"name", "chunks",
         "generation"}]}`` — roles ``encoder``, ``cross_encoder``, ``llm`` (with the request keys it serves)
-        and ``tokenizer`` (what ``t_max`` counts in).
+        ``tokenizer`` (what ``t_max`` counts in) and ``rerank`` (the name the rerank routes answer to, with
+        those ``routes``).
     """
     health = service.health()
     models = health.get("models") or {}
@@ -209,6 +216,8 @@ def models_listing(service: SelectService) -> dict[str, Any]:
                      "chat_format": llm.get("chat_format"), "context_size": llm.get("context_size")})
     if models.get("tokenizer"):
         data.append({"id": models["tokenizer"], "object": "model", "role": "tokenizer"})
+    data.append({"id": rerank_model_name(getattr(service, "bundle", None)), "object": "model", "role": "rerank",
+                 "routes": list(RERANK_PATHS)})
     indexes = [{"name": i["name"], "chunks": i["chunks"], "generation": i["generation"]}
                for i in health.get("indexes", [])]
     return {"object": "list", "data": data, "indexes": indexes}
@@ -236,6 +245,7 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
     document = openapi_document(package_version(), token=token is not None)
     workers = anyio.CapacityLimiter(limits.workers)
     state = {"active": 0}
+    answers = {"/v1/select": service.select, **{path: functools.partial(rerank, service) for path in RERANK_PATHS}}
 
     async def select(request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
@@ -256,7 +266,7 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
                                f"{limits.workers}, --queue {limits.queue}); retry later", {"Retry-After": "1"})
         state["active"] += 1
         try:
-            data = await anyio.to_thread.run_sync(service.select, body, limiter=workers)
+            data = await anyio.to_thread.run_sync(answers[request.scope["route"].path], body, limiter=workers)
         except Exception as exc:  # every failure is one line; unexpected ones are logged in full
             return _failure(exc)
         finally:
@@ -297,7 +307,8 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
 
     routes = [Route("/v1/select", select, methods=["POST"]), Route("/v1/index", index, methods=["GET"]),
               Route("/v1/health", health, methods=["GET"]), Route("/v1/models", models, methods=["GET"]),
-              Route("/openapi.json", openapi, methods=["GET"])]
+              Route("/openapi.json", openapi, methods=["GET"]),
+              *[Route(path, select, methods=["POST"]) for path in RERANK_PATHS], *page_routes()]
     app = Starlette(routes=routes, exception_handlers={HTTPException: http_error, Exception: http_error})
     app.add_middleware(_Guard, token=token, loopback=loopback)
     if origins:  # outside the guard: a browser's preflight carries no token

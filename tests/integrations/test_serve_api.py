@@ -93,7 +93,8 @@ def test_the_openapi_document_is_valid_and_served_as_built(app_server):
     status, headers, served = exchange(app_server.port, "GET", "/openapi.json")
     assert status == 200 and headers["content-type"] == "application/json"
     validator.validate(served)
-    assert served["paths"].keys() == {"/v1/select", "/v1/models", "/v1/index", "/v1/health", "/openapi.json"}
+    assert served["paths"].keys() == {"/v1/select", "/v1/rerank", "/rerank", "/v2/rerank", "/v1/models", "/v1/index",
+                                      "/v1/health", "/openapi.json", "/docs"}
     assert served["components"]["schemas"]["SelectRequest"] == request_schema()
 
 
@@ -163,7 +164,8 @@ def test_models_lists_the_loaded_models_by_role_and_the_indexes_by_name(tiny_bun
         srv.stop()
     assert status == 200 and models["object"] == "list"
     assert [(m["role"], m["id"]) for m in models["data"]] == [
-        ("encoder", health["models"]["encoder"]), ("tokenizer", "whitespace")]
+        ("encoder", health["models"]["encoder"]), ("tokenizer", "whitespace"), ("rerank", tiny_bundle.name)]
+    assert models["data"][-1]["routes"] == ["/v1/rerank", "/rerank", "/v2/rerank"]
     assert models["data"][0]["id"].startswith("onnx:tiny-test-encoder:")
     assert models["indexes"] == [{"name": "contracts.index", "chunks": health["indexes"][0]["chunks"],
                                   "generation": health["indexes"][0]["generation"]}]
@@ -364,7 +366,7 @@ def test_models_names_the_gguf_file_and_the_keys_it_serves_without_its_folder():
     listing = models_listing(WithLLM())
     assert [(m["role"], m["id"]) for m in listing["data"]] == [
         ("encoder", "onnx:e:1:int8"), ("cross_encoder", "onnx-cross:c:2:int8"),
-        ("llm", "qwen2.5-1.5b-q4_k_m.gguf"), ("tokenizer", "tokenizer:abc")]
+        ("llm", "qwen2.5-1.5b-q4_k_m.gguf"), ("tokenizer", "tokenizer:abc"), ("rerank", "meteora-edge")]
     assert listing["data"][2]["serves"] == ["generate_rationales"] and listing["data"][2]["context_size"] == 4096
     assert listing["indexes"] == [{"name": "notes.index", "chunks": 3, "generation": "g1"}]
     assert "/home/me/private" not in json.dumps(listing)
