@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Write the tables behind docs/evaluation.md (python scripts/eval_tables.py then copies them into the
-# page): every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5) beside every variant, on both dev sets — HotpotQA (sentence and paragraph level) and
-# ContractNLI (sentence level: each item is one contract) — with the ONNX bundle and without any
-# model, each with its F1 per number of gold items (--by gold-count); and a view of both in which gold
-# is a larger share of the candidates (docs/eval/dense-gold.txt); and both at corpus level, every
-# candidate pooled into one index (docs/eval/corpus-*.txt).
+# page): every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5) beside every variant, on
+# both dev sets — HotpotQA (sentence and paragraph level) and ContractNLI (sentence level: each
+# item is one contract) — with the ONNX bundle and without any model, each with its F1 per number
+# of gold items (--by gold-count); and a view of both in which gold is a larger share of the
+# candidates (docs/eval/dense-gold.txt); and both at corpus level, every candidate pooled into one
+# index (docs/eval/corpus-*.txt).
 # Usage: bash scripts/evaluate.sh [BUNDLE] [OUT]   (defaults: models/bundles/default, docs/eval).
 # Tune nothing on anything but these two dev files; the CPU is printed under every table.
 set -euo pipefail
