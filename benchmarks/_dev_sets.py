@@ -1,4 +1,4 @@
-"""The dev sets the quality benchmarks read: both dev files and their dense-gold view."""
+"""The one data loader of the benchmarks: both dev files, their dense-gold view, HotpotQA sentence pools."""
 
 from __future__ import annotations
 
@@ -10,7 +10,24 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 DATA = ROOT.parent / "shared" / "data"
-SETS = (("hotpotqa", DATA / "hotpotqa_distractor_dev50.json"), ("contractnli", DATA / "contractnli_dev.json"))
+HOTPOTQA = DATA / "hotpotqa_distractor_dev50.json"
+CONTRACTNLI = DATA / "contractnli_dev.json"
+SETS = (("hotpotqa", HOTPOTQA), ("contractnli", CONTRACTNLI))
+
+
+def sentence_pools(path: Path | str = HOTPOTQA, per_query: int = 40, limit: int | None = None) -> list[tuple[str, list[str]]]:
+    """(question, ``per_query`` candidate sentences) for the first ``limit`` questions of a HotpotQA-layout
+    file: each question's own context sentences, topped up from the following questions' when it has fewer."""
+    items = json.loads(Path(path).read_text(encoding="utf-8"))
+    pools = [[s.strip() for group in item["context"]["sentences"] for s in group if s.strip()] for item in items]
+    out = []
+    for i, item in enumerate(items[:limit]):
+        candidates = list(pools[i])
+        following = (s for pool in pools[i + 1:] + pools[:i] for s in pool)
+        while len(candidates) < per_query:
+            candidates.append(next(following))
+        out.append((item["question"], candidates[:per_query]))
+    return out
 
 
 def question_sets(limit: int | None, *, paragraphs: bool = False, data: Sequence[str] = ()) -> Iterator[tuple[str, list]]:
@@ -47,18 +64,6 @@ def question_sets(limit: int | None, *, paragraphs: bool = False, data: Sequence
         path.write_text("".join(json.dumps(row) + "\n" for row in rows), encoding="utf-8")
         questions = load_questions(str(path), limit=limit)
     yield "dense-gold", questions
-
-
-def ranked(score, positions: list[int]) -> list[int]:
-    """``positions`` best first by ``score`` (ties keep the candidates' order)."""
-    import numpy as np
-
-    return [positions[j] for j in np.lexsort((np.arange(len(score)), -np.asarray(score)))]
-
-
-def r_precision(order: list[int], gold: frozenset[int]) -> float:
-    """The share of the best |gold| of ``order`` that are gold."""
-    return len(set(order[: len(gold)]) & gold) / len(gold)
 
 
 def f1_and_words(runtime, encoder, questions, settings=None) -> tuple[list[float], list[int]]:
@@ -116,24 +121,3 @@ def reported(parser, report, *args) -> None:
         report(*args)
     except MeteoraError as exc:
         parser.error(str(exc))
-
-
-def traced_main(doc: str, about: str, header: str, report) -> None:
-    """The whole ``main`` of a script that runs the pipeline over the dev sets.
-
-    It parses ``--bundle`` and ``--limit``, loads the bundle, prints the machine, ``encoder <id>;
-    <about>`` and the column ``header``, then runs ``report(runtime, encoder, limit, data)`` (``data``: the
-    ``--data`` files, for :func:`question_sets`); a bundle that
-    does not load or a dev file missing ends in one line (``parser.error``).
-    """
-    import argparse
-
-    from _machine import machine_header
-
-    parser = argparse.ArgumentParser(description=doc.splitlines()[0])
-    args = dev_arguments(parser)
-    _, encoder, runtime = cached_runtime(parser, args.bundle)
-    print(machine_header(("numpy", "onnxruntime")))
-    print(f"encoder {encoder.identity}; {about}\n")
-    print(header)
-    reported(parser, report, runtime, encoder, args.limit, args.data)

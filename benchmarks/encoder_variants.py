@@ -5,7 +5,7 @@ manifest) and its embedding time per question.
 A variant passes when no method's F1 falls more than --tolerance (0.01) below fp32's. With 50
 questions one swapped sentence moves F1 by about 0.01, so read small differences as noise.
 
-    python benchmarks/encoder_variants.py [--bundle models/bundles/default] [--level sentence]
+    python benchmarks/encoder_variants.py [--bundle models/bundles/default] [--level sentence] [--limit N]
 """
 
 from __future__ import annotations
@@ -18,15 +18,17 @@ import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "hotpotqa_distractor_dev50.json"
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from _dev_sets import HOTPOTQA, ROOT  # noqa: E402
+from _machine import machine_header  # noqa: E402
+
 METHODS = ("topk-cosine:2", "topk-cosine:3", "ecse", "ecse-window:1", "meve", "pipeline")
 
 
 def evaluate(bundle: str, precision: str, args: argparse.Namespace, out: Path) -> dict:
     cli = [sys.executable, "-m", "meteora_edge.cli.main"]
     cmd = [*cli, "eval", "--data", args.data, "--level", args.level, "--bundle", bundle, "--precision", precision,
-           "--no-cache", "--output", str(out)]
+           "--no-cache", "--output", str(out), *(["--limit", str(args.limit)] if args.limit else [])]
     for method in args.methods.split(","):
         cmd += ["--method", method]
     env = {**os.environ, "OMP_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false"}
@@ -39,16 +41,14 @@ def evaluate(bundle: str, precision: str, args: argparse.Namespace, out: Path) -
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=str(HOTPOTQA))
+    parser.add_argument("--limit", type=int, default=None, help="only the first N questions")
     parser.add_argument("--level", choices=("sentence", "paragraph"), default="sentence")
     parser.add_argument("--methods", default=",".join(METHODS))
     parser.add_argument("--tolerance", type=float, default=0.01)
     args = parser.parse_args()
 
-    sys.path.insert(0, str(ROOT / "benchmarks"))
     sys.path.insert(0, str(ROOT))
-    from _machine import machine_header
-
     from meteora_edge.models.bundle import Bundle
     from meteora_edge.models.precision import VARIANTS, choose_precision
 

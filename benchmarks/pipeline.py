@@ -4,8 +4,8 @@ Usage: python benchmarks/pipeline.py [--chunks 100000] [--queries 50] [--bundle 
 
 Builds a synthetic index (Zipf-distributed vocabulary, ~40 words a chunk) with the hashing
 encoder (or an ONNX bundle), runs the pipeline without an LLM, and prints per-phase and
-total latency (p50/p95) with the token cover on (the default), off, and walking from z 1 (the default
-until session 18) instead of 0.5, alternating query by query (with the hashing encoder it has no word
+total latency (p50/p95) with the token cover on (the default), off, and walking from z 1
+instead of 0.5, alternating query by query (with the hashing encoder it has no word
 pieces and does not run), then times BM25 queries here
 and with rank-bm25 on the same corpus.
 """

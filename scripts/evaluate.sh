@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# Reproduce docs/evaluation.md: every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5)
-# beside every variant, on both dev sets — HotpotQA (sentence and paragraph level) and
-# ContractNLI (sentence level: each item is one contract) — with the ONNX bundle and without any
-# model, each with its F1 per number of gold items (--by gold-count); and a view of both in which gold
-# is a larger share of the candidates (docs/eval/dense-gold.txt); and both at corpus level, every
-# candidate pooled into one index (docs/eval/corpus-*.txt).
+# Write the tables behind docs/evaluation.md (python scripts/eval_tables.py then copies them into the
+# page): every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5) beside every variant, on
+# both dev sets — HotpotQA (sentence and paragraph level) and ContractNLI (sentence level: each
+# item is one contract) — with the ONNX bundle and without any model, each with its F1 per number
+# of gold items (--by gold-count); and a view of both in which gold is a larger share of the
+# candidates (docs/eval/dense-gold.txt); and both at corpus level, every candidate pooled into one
+# index (docs/eval/corpus-*.txt).
 # Usage: bash scripts/evaluate.sh [BUNDLE] [OUT]   (defaults: models/bundles/default, docs/eval).
 # Tune nothing on anything but these two dev files; the CPU is printed under every table.
 set -euo pipefail
@@ -20,9 +21,9 @@ baselines() {
   for k in 1 2 3 4 5; do echo "--method topk-cosine:$k --method bm25:$k --method topk-hybrid:$k"; done
 }
 previous="pipeline:scoring=dense,rationales=query,k_init=20,n_min=3,cover_z=null,token_cover=null"  # the first default (its τ is today's)
-before="pipeline:cover_z=null,tau_relevance=0.4,token_cover=null"  # session 10's defaults: no term cover, cosine rung at 0.4
-untokened="pipeline:token_cover=null"  # session 13's defaults: no token cover
-unspared="pipeline:spare_new_words=false"  # session 14's defaults: every near-duplicate dropped by cosine alone
+before="pipeline:cover_z=null,tau_relevance=0.4,token_cover=null"  # no term or token cover, cosine rung at 0.4
+untokened="pipeline:token_cover=null"  # no token cover
+unspared="pipeline:spare_new_words=false"  # every near-duplicate dropped by cosine alone
 variants=(ecse "ecse:scoring=hybrid" "ecse:scoring=hybrid,rationales=auto" meve pipeline "$unspared"
   "pipeline:theta_redundancy=null" "$untokened"
   "pipeline:token_cover=0.04" "pipeline:token_cover=0.06" "pipeline:cover_z=null" "$before"

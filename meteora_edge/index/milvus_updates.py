@@ -15,8 +15,8 @@ import hashlib
 import json
 import logging
 import secrets
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Iterator, Sequence
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -30,7 +30,38 @@ from .milvus_sources import SOURCE_FIELDS, Pending, id_ranges, per_chunk, range_
 from .updates import UpdatePlan
 
 if TYPE_CHECKING:
-    from .milvus_index import MilvusIndex
+    from .milvus_location import MilvusLocation
+    from .sources import SourceEntry
+
+
+class WritableCollection(Protocol):
+    """What writing a plan reads and sets of an opened collection (a
+    :class:`~meteora_edge.index.milvus_index.MilvusIndex` is one)."""
+
+    client: Any
+    location: MilvusLocation
+    count: int
+    full_text: bool
+    tracks_sources: bool
+    next_id: int
+    properties: dict[str, str]
+    manifest: dict[str, Any]
+    added_chunks: int
+    added_documents: int
+    removed_chunks: int
+    left_out_documents: int
+
+    @classmethod
+    def open(cls, location: MilvusLocation, *, client: Any = None) -> WritableCollection: ...
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]: ...
+
+    def refresh(self) -> None: ...
+
+    def each_record(self, fields: Sequence[str] | None = None) -> Iterator[dict[str, Any]]: ...
+
+    def fetch_rows(self, ids: Sequence[int], fields: list[str]) -> dict[int, dict[str, Any]]: ...
 
 __all__ = ["prepare_write", "apply_plan", "rows_by_hash", "FORMAT_VERSION", "PENDING", "NEXT_ID"]
 
@@ -45,15 +76,15 @@ _TOP_K = 16_384  # Milvus's largest query limit
 logger = logging.getLogger(__name__)
 
 
-def prepare_write(index: MilvusIndex) -> None:
+def prepare_write(index: WritableCollection) -> None:
     """Before a write: finish or undo what a killed one left, and move a format-1 collection to format 2."""
     _undo_killed_writes(index)
     if not index.tracks_sources:
         _migrate(index)
 
 
-def apply_plan(index: MilvusIndex, plan: UpdatePlan, encoder: EncoderLike | None, *, batch_size: int,
-               progress: Progress | None) -> MilvusIndex:
+def apply_plan(index: WritableCollection, plan: UpdatePlan, encoder: EncoderLike | None, *, batch_size: int,
+               progress: Progress | None) -> WritableCollection:
     """Insert the plan's new rows (and its touched sources' rows again, with their new size and
     time), then delete the rows they replace: journaled, see :mod:`meteora_edge.index.milvus_sources`."""
     table = index.sources
@@ -78,7 +109,7 @@ def apply_plan(index: MilvusIndex, plan: UpdatePlan, encoder: EncoderLike | None
     return index
 
 
-def _stored_or_embedded(index: MilvusIndex, texts: Sequence[str], encoder: EncoderLike | None, batch_size: int,
+def _stored_or_embedded(index: WritableCollection, texts: Sequence[str], encoder: EncoderLike | None, batch_size: int,
                         progress: Progress | None) -> np.ndarray:
     """The new chunks' vectors: the stored vector of a chunk with the same text (a renamed file, the
     unchanged parts of an edited one), else embedded."""
@@ -98,7 +129,7 @@ def _stored_or_embedded(index: MilvusIndex, texts: Sequence[str], encoder: Encod
     return normalize_rows(out).astype(np.float32)
 
 
-def rows_by_hash(index: MilvusIndex, hashes: Sequence[str], fields: list[str]) -> dict[str, dict[str, Any]]:
+def rows_by_hash(index: WritableCollection, hashes: Sequence[str], fields: list[str]) -> dict[str, dict[str, Any]]:
     """One stored row for each of ``hashes`` (a chunk text's sha256) the collection holds, with ``fields``."""
     found: dict[str, dict[str, Any]] = {}
     pending = [sorted(set(hashes))[lo : lo + _HASH_BATCH] for lo in range(0, len(set(hashes)), _HASH_BATCH)]
@@ -115,7 +146,7 @@ def rows_by_hash(index: MilvusIndex, hashes: Sequence[str], fields: list[str]) -
     return found
 
 
-def _touched_rows(index: MilvusIndex, keys: list[str], states: dict[str, tuple[int | None, int | None]],
+def _touched_rows(index: WritableCollection, keys: list[str], states: dict[str, tuple[int | None, int | None]],
                   start: int) -> list[dict[str, Any]]:
     """The rows of sources that were touched but read the same, numbered from ``start``, with their new size and time."""
     ids = [i for key in keys for i in index.sources[key].chunk_ids()]
@@ -131,7 +162,7 @@ def _touched_rows(index: MilvusIndex, keys: list[str], states: dict[str, tuple[i
     return rows
 
 
-def _write(index: MilvusIndex, rows: list[dict[str, Any]], removed: Sequence[int]) -> None:
+def _write(index: WritableCollection, rows: list[dict[str, Any]], removed: Sequence[int]) -> None:
     """Insert ``rows`` (ids from the index's ``next_id``), then delete ``removed``; journaled in the properties."""
     name, first = index.location.collection, index.next_id
     alter, drop = index.client.alter_collection_properties, index.client.drop_collection_properties
@@ -156,13 +187,13 @@ def _write(index: MilvusIndex, rows: list[dict[str, Any]], removed: Sequence[int
     index.refresh()
 
 
-def _delete(index: MilvusIndex, ranges: Sequence[tuple[int, int]]) -> None:
+def _delete(index: WritableCollection, ranges: Sequence[tuple[int, int]]) -> None:
     for expression in range_filters(ranges):
         call(index.location, "delete", index.client.delete, index.location.collection, filter=expression)
     call(index.location, "flush", index.client.flush, index.location.collection)
 
 
-def _undo_killed_writes(index: MilvusIndex) -> None:
+def _undo_killed_writes(index: WritableCollection) -> None:
     """Drop killed builds' temporary collections; roll a killed write back (still inserting) or
     forward (already deleting)."""
     clean_leftovers(index.client, index.location)
@@ -189,7 +220,7 @@ def _undo_killed_writes(index: MilvusIndex) -> None:
     logger.warning("collection %s: " + what, index.location.label, abs(before - index.count))
 
 
-def _migrate(index: MilvusIndex) -> None:
+def _migrate(index: WritableCollection) -> None:
     """Copy a format-1 collection into one with the source fields (unknown for its rows) and switch it in,
     as a rebuild does: the old collection stays in place until the copy is complete."""
     name, location = index.location.collection, index.location

@@ -23,7 +23,7 @@ import json
 import os
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
@@ -40,9 +40,34 @@ from .sources import (SourceEntry, content_hash, encode_table, file_state, group
                       matching_sources, text_hash)
 
 if TYPE_CHECKING:
-    from .local_index import LocalIndex
+    from pathlib import Path
 
-__all__ = ["SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "plan_remove", "plan_sync",
+    from ..models.analyzer import Analyzer
+    from .segments import DeltaSegment
+
+
+class IndexVersion(Protocol):
+    """What planning and writing an update reads of the index version it starts from (a
+    :class:`~meteora_edge.index.local_index.LocalIndex` is one): its files, counts, sources and stored rows."""
+
+    root: Path
+    folder: Path
+    manifest: dict[str, Any]
+    dimension: int
+    base_count: int
+    id_count: int
+    analyzer: Analyzer
+    delta: DeltaSegment
+    deleted: np.ndarray
+
+    @property
+    def sources(self) -> dict[str, SourceEntry]: ...
+
+    def stored_records(self, ids: Sequence[int]) -> list[dict[str, Any]]: ...
+
+    def vectors_for(self, ids: Sequence[int], *, include_removed: bool = False) -> np.ndarray: ...
+
+__all__ = ["IndexVersion", "SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "plan_remove", "plan_sync",
            "apply_update", "write_chunks"]
 
 _READ_BATCH = 4096
@@ -85,7 +110,7 @@ def addition(key: str, documents: Sequence[SourceDocument], state: tuple[int | N
     return SourceAddition(key, label, size, mtime, content_hash(documents), documents)
 
 
-def plan_add(base: LocalIndex, documents: Sequence[SourceDocument], *, allow_duplicates: bool) -> UpdatePlan:
+def plan_add(base: IndexVersion, documents: Sequence[SourceDocument], *, allow_duplicates: bool) -> UpdatePlan:
     """``index add``: an unchanged source is left out, a changed one replaced, a new one added
     (less its documents whose text the index holds already). With ``allow_duplicates`` every
     document is appended to its source, nothing is left out or replaced."""
@@ -160,12 +185,12 @@ def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[s
     return out
 
 
-def _reuse_map(base: LocalIndex, wanted: set[str]) -> dict[str, tuple[int, int]]:
+def _reuse_map(base: IndexVersion, wanted: set[str]) -> dict[str, tuple[int, int]]:
     """The stored chunk range of each document whose text hash is in ``wanted``."""
     return {h: (lo, hi) for entry in base.sources.values() for h, lo, hi in entry.documents if h in wanted}
 
 
-def apply_update(base: LocalIndex, plan: UpdatePlan, encoder: EncoderLike, *, batch_size: int,
+def apply_update(base: IndexVersion, plan: UpdatePlan, encoder: EncoderLike, *, batch_size: int,
                  progress: Progress | None) -> tuple[int, int, int, dict[str, SourceEntry]]:
     """Write ``plan`` over ``base`` (the version current under the writer lock, which the caller holds).
 
@@ -219,7 +244,7 @@ def _ranges(documents: Sequence[SourceDocument], counts: Sequence[int], start: i
     return out
 
 
-def _vectors(base: LocalIndex, documents: Sequence[SourceDocument], counts: Sequence[int], texts: Sequence[str],
+def _vectors(base: IndexVersion, documents: Sequence[SourceDocument], counts: Sequence[int], texts: Sequence[str],
              encoder: EncoderLike, batch_size: int, progress: Progress | None) -> np.ndarray:
     """The new chunks' vectors: copied where a stored document has the same text (and chunk count), else embedded."""
     reuse = _reuse_map(base, {text_hash(d.text) for d in documents})
@@ -238,7 +263,7 @@ def _vectors(base: LocalIndex, documents: Sequence[SourceDocument], counts: Sequ
     return out
 
 
-def _manifest(base: LocalIndex, op: str, chunks: int) -> dict[str, Any]:
+def _manifest(base: IndexVersion, op: str, chunks: int) -> dict[str, Any]:
     return {
         **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
         **({"analyzer": base.manifest["analyzer"]} if "analyzer" in base.manifest else {}),
@@ -267,7 +292,7 @@ def _write_bm25(writer: GenerationWriter, prefix: str, bm25: BM25Index) -> None:
     writer.write_bytes(prefix + BM25_VOCAB, json.dumps(bm25.vocab_document(), ensure_ascii=False).encode("utf-8"))
 
 
-def write_chunks(writer: GenerationWriter, base: LocalIndex, manifest: dict[str, Any], lines: Sequence[bytes],
+def write_chunks(writer: GenerationWriter, base: IndexVersion, manifest: dict[str, Any], lines: Sequence[bytes],
                  texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray,
                  table: dict[str, SourceEntry]) -> None:
     """Write a generation that keeps ``base``'s base files (linked) and appends ``lines`` with their
@@ -292,7 +317,7 @@ def _finish(writer: GenerationWriter, manifest: dict[str, Any], base_count: int,
                    "segments": {"base": base_count, "delta": delta, "deleted": int(len(deleted))}})
 
 
-def _compact(writer: GenerationWriter, base: LocalIndex, manifest: dict[str, Any], lines: Sequence[bytes],
+def _compact(writer: GenerationWriter, base: IndexVersion, manifest: dict[str, Any], lines: Sequence[bytes],
              texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray, table: dict[str, SourceEntry]
              ) -> dict[str, SourceEntry]:
     """Write every live chunk (the old ones, then ``lines``) as one base segment, ids renumbered."""

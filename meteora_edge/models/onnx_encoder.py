@@ -19,43 +19,38 @@ Example:
 
 from __future__ import annotations
 
-import hashlib
-import json
 import logging
 import os
 import threading
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 import numpy as np
 
 from .bundle import Bundle, sha256_file
-from .embedding_cache import EmbeddingCache, cache_wanted_by_env, default_cache, text_digest
+from .embedding_cache import EmbeddingCache, text_digest
 from .analyzer import DEFAULT_ANALYZER, Analyzer, analyzer_from_record
 from .encoders import DEFAULT_COSINE_TAU, EncoderLike, HashingEncoder, normalize_rows
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
-from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
+from .onnx_session import create_session, feed_for, load_tokenizer, pad_encodings, tokenize_batch
 from .cpu_features import cpu_info
 from .precision import MIN_COSINE, PRECISIONS, VARIANTS, below_bound, choose_precision, probe_cosine
 from .token_memo import DEFAULT_TOKEN_MEMO_BYTES, TokenMemo
 
+from .piece_vectors import PieceVectors
+# what a bundle settles before its model runs (onnx_cross_encoder and the tests import these from here)
+from .encoder_settings import POOLINGS, CacheSetting
+from .encoder_settings import cache_key as _cache_key
+from .encoder_settings import dynamic_activations as _dynamic_activations
+from .encoder_settings import encoder_settings as _settings
+from .encoder_settings import positive_int as _positive_int
+from .encoder_settings import resolve_cache as _resolve_cache
+
 __all__ = ["OnnxEncoder", "load_encoder", "POOLINGS", "CacheSetting"]
 
 logger = logging.getLogger(__name__)
-
-POOLINGS = ("mean", "cls")
-# a cache argument: None = only when the environment asks (METEORA_EDGE_CACHE names a folder or
-# "on"), True = the default cache (METEORA_EDGE_CACHE / the user cache folder, unless "off"),
-# False = none, a folder, or an EmbeddingCache
-CacheSetting = Union[bool, None, str, "os.PathLike[str]", EmbeddingCache]
-
-
-def _positive_int(name: str, value: object) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < 1:
-        raise ConfigError(f"{name} must be a positive integer, got {value!r}")
-    return value
 
 
 def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
@@ -67,7 +62,7 @@ def pool(hidden: np.ndarray, mask: np.ndarray, pooling: str) -> np.ndarray:
     return (hidden * weights).sum(axis=1) / counts
 
 
-class OnnxEncoder:
+class OnnxEncoder(PieceVectors):
     """A sentence encoder running an ONNX model exported by ``meteora-edge export encoder``.
 
     Args:
@@ -410,17 +405,6 @@ class OnnxEncoder:
         vectors = pool(hidden, mask, self.pooling)
         return normalize_rows(vectors).astype(np.float32) if self.normalize else vectors.astype(np.float32)
 
-    @staticmethod
-    def _piece_rows(hidden: np.ndarray, encoding: Any) -> np.ndarray:
-        """One text's unit-length word-piece vectors from its row of ``hidden`` (special tokens dropped)."""
-        keep = [k for k, special in enumerate(encoding.special_tokens_mask) if not special]
-        return normalize_rows(hidden[keep]).astype(np.float32)
-
-    def _remember(self, texts: list[str], batch: list[Any], hidden: np.ndarray) -> None:
-        if self.token_memo.max_bytes:
-            for row, (text, encoding) in enumerate(zip(texts, batch)):
-                self.token_memo.put(text, self._piece_rows(hidden[row], encoding))
-
     def _hidden(self, batch: list[Any], session: Any = None) -> tuple[np.ndarray, np.ndarray]:
         """The model's token vectors ``(batch, seq, dim)`` for one batch of encodings, and its attention mask."""
         session = session or self._session
@@ -431,49 +415,6 @@ class OnnxEncoder:
         except Exception as exc:  # onnxruntime raises its own pybind exception types
             raise ModelError(f"onnxruntime failed on {self.model_path.name}: {str(exc)[:300]}") from None
         return np.asarray(hidden, dtype=np.float32), mask
-
-    def pieces(self, texts: list[str]) -> list[list[str]]:
-        """Each text's word pieces as the model reads them (truncated as it is; no special tokens).
-
-        Tokenising only: no model run. Raises as :meth:`token_vectors`.
-        """
-        self._load()
-        return [[t for t, special in zip(e.tokens, e.special_tokens_mask) if not special]
-                for e in tokenize_batch(self._tokenizer, self._checked(texts))] if texts else []
-
-    def token_vectors(self, texts: list[str]) -> list[np.ndarray]:
-        """Per text: its word pieces' vectors before pooling, unit length, one row per piece of :meth:`pieces`.
-
-        What a token-level match needs ("terminate" near "end"). A text the model ran on lately
-        (:meth:`encode` included) is read from the in-memory :attr:`token_memo`; the model runs
-        on the others (the embedding cache holds pooled vectors only): each text alone when the
-        variant's activations are quantised per batch (``isolate_texts``), else in length-sorted
-        batches, so a text's vectors do not depend on the texts beside it more than its pooled
-        vector does.
-
-        Raises:
-            ConfigError: an item is not a string.
-            ModelError: onnxruntime fails while running.
-        """
-        texts = self._checked(texts)
-        out: list[np.ndarray | None] = [self.token_memo.get(t) for t in texts]
-        todo = list(dict.fromkeys(t for t, found in zip(texts, out) if found is None))
-        if todo:
-            self._load()
-            encodings = tokenize_batch(self._tokenizer, todo)
-            order = sorted(range(len(todo)), key=lambda i: len(encodings[i].ids))
-            size = 1 if self.isolate_texts else self.batch_size
-            fresh: dict[str, np.ndarray] = {}
-            for start in range(0, len(order), size):
-                rows = order[start : start + size]
-                batch = [encodings[i] for i in rows]
-                hidden, _ = self._hidden(batch)
-                for row, i in enumerate(rows):  # each text's rows once: returned, and kept when there is room
-                    fresh[todo[i]] = vectors = self._piece_rows(hidden[row], encodings[i])
-                    if self.token_memo.max_bytes:
-                        self.token_memo.put(todo[i], vectors)
-            out = [found if found is not None else fresh[t] for t, found in zip(texts, out)]
-        return out  # type: ignore[return-value]
 
     @staticmethod
     def _checked(texts: list[str]) -> list[str]:
@@ -489,62 +430,6 @@ class OnnxEncoder:
             f"pooling={self.pooling!r}, threads={self.threads}, sessions={self.sessions}, batch_size={self.batch_size}, "
             f"cache={str(self.cache.path) if self.cache else None!r})"
         )
-
-
-def _cache_key(model_sha256: str, tokenizer_sha256: str, settings: Mapping[str, Any]) -> str:
-    """A short hash of everything that decides a vector (kept out of the index identity, which
-    must not change when onnxruntime is upgraded)."""
-    parts = {
-        "model": model_sha256, "tokenizer": tokenizer_sha256, "onnxruntime": onnxruntime_version(),
-        **{k: settings.get(k) for k in ("max_length", "pooling", "normalize", "pad_id")},
-        **({"isolated": True} if settings.get("isolated") else {}),  # one text a run: other vectors than batched
-    }
-    return "onnx-" + hashlib.sha256(json.dumps(parts, sort_keys=True).encode("utf-8")).hexdigest()[:32]
-
-
-def _dynamic_activations(settings: Mapping[str, Any], variant: str) -> bool:
-    """Whether ``variant`` quantises activations at run time, one scale per tensor (so per batch):
-    what its manifest record says, else what every int8 variant exported so far does."""
-    record = (settings.get("quantization") or {}).get(variant)
-    if isinstance(record, Mapping) and isinstance(record.get("activations"), str):
-        said = record["activations"]
-        return "run time" in said and "per tensor" in said
-    return variant != "fp32"
-
-
-def _resolve_cache(setting: CacheSetting) -> EmbeddingCache | None:
-    if setting is None:
-        return default_cache() if cache_wanted_by_env() else None
-    if setting is True:
-        return default_cache()
-    if setting is False:
-        return None
-    if isinstance(setting, EmbeddingCache):
-        return setting
-    if isinstance(setting, (str, os.PathLike)):
-        return EmbeddingCache(setting)
-    raise ConfigError(f"cache must be True, False, a folder or an EmbeddingCache, got {type(setting).__name__}")
-
-
-def _settings(raw: Mapping[str, Any], root: Path) -> dict[str, Any]:
-    """The constructor keywords from a manifest's encoder settings, checked."""
-    settings: dict[str, Any] = {}
-    try:
-        settings["max_length"] = _positive_int("max_length", raw.get("max_length", 256))
-        if raw.get("dimension") is not None:
-            settings["dimension"] = _positive_int("dimension", raw["dimension"])
-    except ConfigError as exc:
-        raise BundleError(f"encoder settings of {root}: {exc}; re-export the bundle") from None
-    pooling = raw.get("pooling", "mean")
-    if pooling not in POOLINGS:
-        raise BundleError(f"encoder settings of {root}: unknown pooling {pooling!r}; this version reads {POOLINGS}")
-    settings["pooling"] = pooling
-    settings["normalize"] = bool(raw.get("normalize", True))
-    pad_id = raw.get("pad_id", 0)
-    if not isinstance(pad_id, int) or isinstance(pad_id, bool) or pad_id < 0:
-        raise BundleError(f"encoder settings of {root}: pad_id must be a non-negative integer, got {pad_id!r}")
-    settings["pad_id"] = pad_id
-    return settings
 
 
 def load_encoder(

@@ -68,7 +68,7 @@ def choose_precision(
     EPYC Zen 3 (AVX2 only) its embeddings kept a minimum cosine of 0.987 to fp32 over 600 dev
     sentences, every eval F1 on both dev sets stayed within 0.01 of fp32's, and it encoded
     1.3–1.75× as fast at one thread; no other int8 recipe onnxruntime offers (all MatMuls, u8 weights,
-    7-bit weights, fused QAttention, MatMulNBits) ran faster there (``benchmarks/int8_recipes.py``).
+    7-bit weights, fused QAttention, MatMulNBits) ran faster there (docs/what-did-not-pay.md).
     Any other CPU (no AVX2, or flags that cannot be read) runs
     ``fp32``. The mixed ``int8`` recipe is never the first choice (it loses up to 0.016 F1 on
     the dev data); a bundle that lacks the preferred file falls back in the order given, and so

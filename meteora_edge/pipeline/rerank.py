@@ -11,8 +11,8 @@ chunk; both scores are standardised over the pool and added with the LLM's at ``
 and the chunks whose combined score lies ``z`` standard deviations or more above the
 pool's mean are kept (at least the best one), best first. The defaults (a pool of 8, the
 LLM at weight 1.5, half a standard deviation) were chosen on 20 dev questions and checked
-on the other 30 (docs/evaluation.md). This module is the pure arithmetic; the pipeline
-calls the scorer.
+on the other 30 (the other weights and cuts measured: docs/what-did-not-pay.md). This module
+is the pure arithmetic; the pipeline calls the scorer.
 
 Example:
     >>> rerank_pool([0.9, 0.7, 0.2, 0.1], selected=[0], pool=3)

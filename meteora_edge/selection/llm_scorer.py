@@ -25,7 +25,7 @@ exactly the one the dev-set figures were measured with.
 Used by the pipeline's LLM rerank (``PipelineConfig.llm_pool``): the scores of ECSE's best
 candidates join their ECSE scores (both standardised over those candidates). Judging one
 passage per prompt is deliberate: measured on the dev data, small models judge passages
-listed together far worse (they answer by position), see docs/evaluation.md.
+listed together far worse (they answer by position), see docs/what-did-not-pay.md.
 
 Example:
     >>> scorer = LlamaRelevanceScorer("qwen2.5-coder-1.5b-instruct.Q4_K_M.gguf")       # doctest: +SKIP

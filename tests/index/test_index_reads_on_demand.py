@@ -6,7 +6,8 @@ import pytest
 
 from meteora_edge import HashingEncoder
 from meteora_edge.index.corpus import SourceDocument
-from meteora_edge.index.local_index import LocalIndex, _RowReader
+from meteora_edge.index.local_index import LocalIndex
+from meteora_edge.index.local_reads import RowReader
 
 DOCS = [SourceDocument(f"d{i}", f"clause {i} says party {i % 7} pays fee {i * 3} late", {"n": i}) for i in range(60)]
 
@@ -18,7 +19,7 @@ def index(tmp_path):
 
 @pytest.mark.parametrize("most", [0, 4096])  # every read through the mapping, or through pread
 def test_vectors_for_gives_the_stored_rows_in_the_asked_order(index, monkeypatch, most):
-    monkeypatch.setattr(_RowReader, "_MOST", most)
+    monkeypatch.setattr(RowReader, "_MOST", most)
     ids = [7, 3, 3, len(index) - 1, 0]
     mapped = np.asarray(index.vectors)
     got = index.vectors_for(ids)
