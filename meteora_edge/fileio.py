@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -33,6 +33,8 @@ __all__ = [
     "read_chunks_file",
     "read_json_file",
     "read_json_or_jsonl",
+    "parse_json_or_jsonl",
+    "JsonLines",
     "atomic_path",
     "open_atomic",
     "read_json_source",
@@ -212,29 +214,64 @@ def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
     Raises:
         InputError: missing, unreadable, empty or malformed.
     """
-    text = read_text_file(path)
+    return parse_json_or_jsonl(read_text_file(path), source_name(path))
+
+
+class JsonLines(list):  # type: ignore[type-arg]
+    """The values of a JSON Lines file, with ``numbers``: the line each came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: list[int] = []
+
+
+def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, str], None] | None = None) -> Any:
+    """Parse text holding one JSON document, or JSON Lines (one value a line); see :func:`read_json_or_jsonl`.
+
+    Args:
+        text: the file's text.
+        where: how messages name the file.
+        on_bad_line: called with ``(line number, why)`` for each JSON Lines line that is not
+            valid JSON, which is then left out; by default such a line is an error.
+
+    Returns:
+        The document's value, or for JSON Lines a :class:`JsonLines` list of the values.
+
+    Raises:
+        InputError: empty or malformed (with ``on_bad_line``: no line of a JSON Lines file is valid).
+    """
     try:
         return json.loads(text)
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
-            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
         # JSON Lines ends lines with \n (and \r\n) only: str.splitlines() would also split inside strings
         # at U+2028, U+2029, U+0085 and other breaks that JSON allows raw
         lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
         if not lines:
-            raise InputError(f"{source_name(path)} is empty; give JSON or JSON Lines") from None
+            raise InputError(f"{where} is empty; give JSON or JSON Lines") from None
         if len(lines) == 1:
-            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
     except (RecursionError, ValueError):
-        parse_json(text, source_name(path))  # raises the one-line error
-    items = []
+        parse_json(text, where)  # raises the one-line error
+    items = JsonLines()
+    first_error: InputError | None = None
     for number, line in lines:
         try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source_name(path)} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-        except (RecursionError, ValueError):
-            parse_json(line, f"{source_name(path)} line {number}")
+            try:
+                items.append(json.loads(line))
+                items.numbers.append(number)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+            except (RecursionError, ValueError):
+                parse_json(line, f"{where} line {number}")
+        except InputError as exc:
+            if on_bad_line is None:
+                raise
+            first_error = first_error or exc
+            on_bad_line(number, str(exc).replace(f"{where} line {number} ", "", 1))
+    if not items and first_error is not None:
+        raise InputError(f"{where} holds no valid JSON line (first: {first_error})")
     return items
 
 

@@ -1,0 +1,51 @@
+"""PDF to text, one string per page, with pypdfium2 (Google's PDFium, the engine of Chrome's viewer).
+
+A page's text is what PDFium's text layer holds, in its reading order; a scanned page without
+a text layer reads as empty (OCR it first). Encrypted and damaged files raise one
+:class:`~meteora_edge.errors.InputError`.
+"""
+
+from __future__ import annotations
+
+from ..errors import InputError, MissingExtraError
+
+__all__ = ["pdf_pages"]
+
+
+def pdf_pages(data: bytes, where: str) -> tuple[list[str], str | None]:
+    """The text of each page of a PDF (page 1 first), and the title its metadata gives.
+
+    Args:
+        data: the file's bytes.
+        where: how messages name the file.
+
+    Returns:
+        ``(one text per page, title or None)``; a page without a text layer is ``""``.
+
+    Raises:
+        MissingExtraError: pypdfium2 is not installed (``pip install "meteora-edge[documents]"``).
+        InputError: the file is encrypted, damaged or not a PDF.
+    """
+    try:
+        import pypdfium2 as pdfium
+    except ImportError:
+        raise MissingExtraError("pypdfium2", "documents") from None
+    try:
+        document = pdfium.PdfDocument(data)
+    except pdfium.PdfiumError as exc:
+        detail = str(exc).split(":")[-1].strip() or "damaged"
+        raise InputError(f"{where} cannot be read as a PDF ({detail}); a password-protected PDF must be "
+                         "saved without its password first") from None
+    try:
+        pages = []
+        for page in document:
+            textpage = page.get_textpage()
+            pages.append(textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n"))
+            textpage.close()
+            page.close()
+        title = document.get_metadata_value("Title").strip() or None
+    except pdfium.PdfiumError as exc:
+        raise InputError(f"{where}: a page cannot be read ({exc})") from None
+    finally:
+        document.close()
+    return pages, title
