@@ -33,9 +33,10 @@ def pdf_pages(data: bytes, where: str) -> tuple[list[str], str | None]:
     try:
         document = pdfium.PdfDocument(data)
     except pdfium.PdfiumError as exc:
-        detail = str(exc).split(":")[-1].strip() or "damaged"
-        raise InputError(f"{where} cannot be read as a PDF ({detail}); a password-protected PDF must be "
-                         "saved without its password first") from None
+        detail = str(exc).rstrip(".").split("PDFium: ")[-1].rstrip(")").strip().lower() or "damaged"
+        fix = ("; save it without its password first" if "password" in detail
+               else "; it is damaged or not a PDF")
+        raise InputError(f"{where} cannot be read as a PDF ({detail}){fix}") from None
     try:
         pages = []
         for page in document:
