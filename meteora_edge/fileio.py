@@ -262,7 +262,7 @@ def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, st
                 items.append(json.loads(line))
                 items.numbers.append(number)
             except json.JSONDecodeError as exc:
-                raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
+                raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
             except (RecursionError, ValueError):
                 parse_json(line, f"{where} line {number}")
         except InputError as exc:

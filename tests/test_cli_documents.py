@@ -153,7 +153,7 @@ def test_a_bad_json_lines_line_is_skipped_by_name_and_the_rest_kept(tmp_path):
     built = run("index", "build", str(faq), "--out", str(out), "--progress", "none")
     assert built.exit_code == 0, built.output
     assert _warnings(built.output) == [
-        f"warning: skipped {faq}:2: not valid JSON: Unterminated string starting at at column 10",
+        f"warning: skipped {faq}:2: not valid JSON: Unterminated string starting at (column 10)",
         f"warning: skipped {faq}:3: document is a mapping without a text: keys ['id']; give it one of the keys text, "
         "content, page_content"]
     index = LocalIndex.load(out)

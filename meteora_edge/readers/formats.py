@@ -39,9 +39,9 @@ _BY_SUFFIX = {**dict.fromkeys(TEXT_SUFFIXES, "text"), **dict.fromkeys(JSON_SUFFI
 _BINARY_SUFFIXES = frozenset(
     ".png .jpg .jpeg .gif .bmp .ico .icns .webp .tif .tiff .psd .xcf .mp3 .mp4 .m4a .wav .ogg .oga .flac .avi .mov "
     ".mkv .webm .zip .tar .tgz .bz2 .xz .zst .lz .lzma .7z .rar .jar .whl .egg .deb .rpm .so .o .a .dll .dylib .exe "
-    ".bin .pyc .pyo .class .woff .woff2 .ttf .otf .eot .pfb .db .sqlite .sqlite3 .npy .npz .onnx .gguf .pt .pkl "
-    ".mo .gmo .dat .iso .img .dmg".split())
-_OTHER_FORMATS = frozenset(".doc .dot .xls .xlsx .ppt .pptx .odt .ods .odp .epub .pages .key .numbers".split())
+    ".pyc .pyo .class .woff .woff2 .ttf .otf .eot .pfb .sqlite .sqlite3 .npy .npz .onnx .gguf .pt .pkl "
+    ".mo .gmo .iso .img .dmg".split())
+_OTHER_FORMATS = frozenset(".doc .xls .xlsx .ppt .pptx .odt .ods .odp .epub .pages .key .numbers".split())
 
 #: why a file was refused, in a word or two (the CLI's summary counts files by these)
 BINARY = "binary"
