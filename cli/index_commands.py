@@ -6,7 +6,6 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from pathlib import Path
 
 import click
 

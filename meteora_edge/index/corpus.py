@@ -23,7 +23,7 @@ from typing import Any
 
 from ..documents import document_text
 from ..errors import InputError, MissingExtraError
-from ..fileio import STDIN_LABEL, is_stdin, parse_json_or_jsonl
+from ..fileio import is_stdin, parse_json_or_jsonl
 from ..readers import JSON_SUFFIXES, TEXT_SUFFIXES, UnusableFileError, read_document_file
 from .corpus_walk import SkipHandler, expand_paths, is_index_folder, path_label
 from .file_choice import FileChoice
