@@ -120,10 +120,11 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
 
 
 def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> str:
-    """Read a UTF-8 text file, refusing missing, unreadable, binary, non-regular or oversized files."""
+    """Read a UTF-8 text file (without a leading byte-order mark), refusing missing, unreadable, binary,
+    non-regular or oversized files."""
     data = read_bytes(path, max_bytes=max_bytes)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # UTF-8 that drops a leading byte-order mark
     except UnicodeDecodeError as exc:
         raise InputError(f"{source_name(path)} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
 
@@ -131,14 +132,15 @@ def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_B
 def iter_text_blocks(
     path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, block_bytes: int = _BLOCK
 ) -> Iterator[str]:
-    """Decode a UTF-8 file block by block, so a large file never sits in memory whole.
+    """Decode a UTF-8 file block by block, so a large file never sits in memory whole (a leading
+    byte-order mark is dropped).
 
     Raises:
         InputError: as :func:`read_bytes` (checked before the first block), or a byte that
             is not UTF-8 (found when its block is reached).
     """
     with _open_regular(path) as handle:
-        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
         total = 0
         while True:
             try:

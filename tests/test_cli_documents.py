@@ -161,3 +161,18 @@ def test_a_bad_json_lines_line_is_skipped_by_name_and_the_rest_kept(tmp_path):
     strict = run("index", "build", str(faq), "--out", str(tmp_path / "strict"), "--strict")
     assert strict.exit_code == 1 and f"{faq}:2: not valid JSON" in strict.output and "--strict" in strict.output
     assert not os.path.exists(tmp_path / "strict")
+
+
+def test_a_utf8_bom_never_reaches_a_text_or_breaks_a_json_file(tmp_path):
+    chunks = tmp_path / "chunks.json"
+    chunks.write_bytes(b"\xef\xbb\xbf" + json.dumps(["Either party may terminate on ninety days notice.",
+                                                     "Fees are due monthly."]).encode())
+    selected = run("select", "--chunks", str(chunks), "-q", "How is the agreement terminated?", "--format", "jsonl")
+    assert selected.exit_code == 0, selected.output
+    assert "\ufeff" not in selected.output and "ninety days" in selected.output
+    notes = tmp_path / "notes.md"
+    notes.write_bytes(b"\xef\xbb\xbfKeep receipts for seven years.")
+    out = tmp_path / "ix"
+    assert run("index", "build", str(notes), "--out", str(out), "--progress", "none").exit_code == 0
+    index = LocalIndex.load(out)
+    assert [r["text"] for r in index.records(range(len(index)))] == ["Keep receipts for seven years."]

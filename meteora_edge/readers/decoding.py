@@ -72,7 +72,11 @@ def looks_binary(text: str) -> bool:
 
 def _detected(data: bytes) -> str | None:
     """The text charset-normalizer finds in ``data`` (cp1252 on a tie with its pick), or None."""
-    from charset_normalizer import from_bytes
+    try:
+        from charset_normalizer import from_bytes
+    except ImportError:  # a dependency of meteora-edge itself: only a broken install lacks it
+        raise InputError("charset-normalizer is not installed; reinstall meteora-edge (pip install meteora-edge)") \
+            from None
 
     matches = list(from_bytes(data))
     matches = [m for m in matches if not m.encoding.startswith(("utf_16", "utf_32"))]  # handled above, by zeros

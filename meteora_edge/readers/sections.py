@@ -31,15 +31,6 @@ class TextSection:
     metadata: dict[str, Any] = field(default_factory=dict)
 
 
-def _without_bom(blocks: Iterator[str]) -> Iterator[str]:
-    first = True
-    for block in blocks:
-        if first:
-            block, first = block.removeprefix("\ufeff"), False
-        if block:
-            yield block
-
-
 def _plain_utf8(path: str | os.PathLike[str], max_bytes: int) -> bool:
     """Whether the file is text in UTF-8 that needs no extraction: a text name (or none), no other
     format's signature, no NUL and no UTF-16/32 mark at the start, and every byte valid UTF-8."""
@@ -82,7 +73,7 @@ def text_sections(path: str | os.PathLike[str], where: str, *, max_bytes: int = 
         InputError: the file holds no text.
     """
     if not is_stdin(path) and _plain_utf8(path, max_bytes):
-        return [TextSection(lambda: _without_bom(iter_text_blocks(path, max_bytes=max_bytes)))]
+        return [TextSection(lambda: iter_text_blocks(path, max_bytes=max_bytes))]  # drops a UTF-8 BOM
     extracted = read_document_file(path, where, max_bytes=max_bytes)
     base = {"title": extracted.title} if extracted.title else {}
     if extracted.kind == "pdf":
