@@ -18,7 +18,7 @@ import codecs
 
 from ..errors import InputError
 
-__all__ = ["NotTextError", "decode_text", "looks_binary"]
+__all__ = ["NotTextError", "decode_text", "looks_binary", "binary_head"]
 
 #: longest marks first: the UTF-32-LE mark starts with the UTF-16-LE one
 _BOMS = (
@@ -59,6 +59,12 @@ def _utf16_without_bom(data: bytes) -> str | None:
     if even > 0.3 and odd < 0.02:
         return "utf-16-be"
     return None
+
+
+def binary_head(head: bytes) -> bool:
+    """Whether a file's first bytes already show it is not text: NUL bytes, without a byte-order
+    mark or UTF-16's pattern of zeros (so a large binary file need not be read whole to be refused)."""
+    return b"\x00" in head and _bom(head) is None and _utf16_without_bom(head) is None
 
 
 def looks_binary(text: str) -> bool:

@@ -26,7 +26,7 @@ from dataclasses import dataclass
 
 from ..errors import InputError
 from ..fileio import MAX_INPUT_BYTES, read_bytes
-from .decoding import NotTextError, decode_text
+from .decoding import NotTextError, binary_head, decode_text
 
 __all__ = ["TEXT_SUFFIXES", "JSON_SUFFIXES", "HTML_SUFFIXES", "ExtractedFile", "UnusableFileError", "read_document_file",
            "read_document_bytes", "kind_by_name", "BINARY", "TOO_LARGE", "UNSUPPORTED", "MALFORMED", "UNREADABLE"]
@@ -41,6 +41,7 @@ _BINARY_SUFFIXES = frozenset(
     ".mkv .webm .zip .tar .tgz .bz2 .xz .zst .lz .lzma .7z .rar .jar .whl .egg .deb .rpm .so .o .a .dll .dylib .exe "
     ".pyc .pyo .class .woff .woff2 .ttf .otf .eot .pfb .sqlite .sqlite3 .npy .npz .onnx .gguf .pt .pkl "
     ".mo .gmo .iso .img .dmg".split())
+_HEAD = 8192
 _OTHER_FORMATS = frozenset(".doc .xls .xlsx .ppt .pptx .odt .ods .odp .epub .pages .key .numbers".split())
 
 #: why a file was refused, in a word or two (the CLI's summary counts files by these)
@@ -190,6 +191,17 @@ def read_document_bytes(data: bytes, name: str | None, where: str, *,
         raise UnusableFileError(str(exc), MALFORMED) from None
 
 
+def _refuse_binary_head(path: str | os.PathLike[str], where: str) -> None:
+    """Refuse a large file whose first bytes are binary before reading it whole (a disk image, a core dump)."""
+    try:
+        with open(path, "rb") as handle:
+            head = handle.read(_HEAD)
+    except OSError:
+        return  # reading it whole says why
+    if not head.startswith((b"%PDF-", b"\x1f\x8b", b"PK\x03\x04")) and binary_head(head):
+        raise UnusableFileError(f"{where} is binary, not text", BINARY)
+
+
 def read_document_file(path: str | os.PathLike[str], where: str, *,
                        max_bytes: int = MAX_INPUT_BYTES) -> ExtractedFile:
     """Read a file (``-``: standard input) and extract its text; see :func:`read_document_bytes`.
@@ -214,6 +226,8 @@ def read_document_file(path: str | os.PathLike[str], where: str, *,
             size = 0  # opening it says why
         if size > max_bytes:
             raise UnusableFileError(f"{where} is {size:,} bytes, over the limit of {max_bytes:,}", TOO_LARGE)
+        if size > _HEAD and kind_by_name(name) in (None, "text") and not name.lower().endswith(".gz"):
+            _refuse_binary_head(path, where)
     try:
         data = read_bytes(path, max_bytes=max_bytes)
     except InputError as exc:

@@ -133,3 +133,18 @@ def test_without_the_documents_extra_html_is_skipped_naming_the_pip_install(tmp_
     assert 'pip install "meteora-edge[documents]"' in seen["page.html"]
     with pytest.raises(MissingExtraError, match=r'pip install "meteora-edge\[documents\]"'):
         read_document_file(tmp_path / "page.html", "page.html")
+
+
+def test_a_large_binary_file_without_an_extension_is_refused_from_its_first_bytes(tmp_path, monkeypatch):
+    import meteora_edge.readers.formats as formats
+
+    image = tmp_path / "disk"
+    image.write_bytes(b"\x7fELF\x02\x01\x01\x00" + bytes(1 << 20))
+    monkeypatch.setattr(formats, "read_bytes", lambda *a, **k: pytest.fail("read whole"))
+    with pytest.raises(UnusableFileError, match="binary") as refused:
+        read_document_file(image, "disk")
+    assert refused.value.kind == BINARY
+    wide = tmp_path / "wide"  # zeros, but UTF-16's pattern: read whole, as text
+    wide.write_bytes(("notice " * 2000).encode("utf-16-le"))
+    monkeypatch.undo()
+    assert read_document_file(wide, "wide").texts[0].startswith("notice notice")
