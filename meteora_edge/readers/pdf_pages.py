@@ -1,15 +1,22 @@
 """PDF to text, one string per page, with pypdfium2 (Google's PDFium, the engine of Chrome's viewer).
 
-A page's text is what PDFium's text layer holds, in its reading order; a scanned page without
+A page's text is what PDFium's text layer holds, in its reading order (a word hyphenated across
+lines whole again, control characters dropped); a scanned page without
 a text layer reads as empty (OCR it first). Encrypted and damaged files raise one
 :class:`~meteora_edge.errors.InputError`.
 """
 
 from __future__ import annotations
 
+import re
+
 from ..errors import InputError, MissingExtraError
 
 __all__ = ["pdf_pages"]
+
+#: PDFium marks a word hyphenated across lines with U+FFFE (the word is whole around it) and gives
+#: glyphs without a Unicode mapping as control characters: neither is text
+_NOT_TEXT = re.compile("[\x00-\x08\x0b\x0c\x0e-\x1f\ufffe\uffff]")
 
 
 def pdf_pages(data: bytes, where: str) -> tuple[list[str], str | None]:
@@ -41,7 +48,8 @@ def pdf_pages(data: bytes, where: str) -> tuple[list[str], str | None]:
         pages = []
         for page in document:
             textpage = page.get_textpage()
-            pages.append(textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n"))
+            text = textpage.get_text_range().replace("\r\n", "\n").replace("\r", "\n")
+            pages.append(_NOT_TEXT.sub("", text))
             textpage.close()
             page.close()
         title = document.get_metadata_value("Title").strip() or None
