@@ -15,6 +15,7 @@ not hold) raise :class:`NotTextError`.
 from __future__ import annotations
 
 import codecs
+import re
 
 from ..errors import InputError
 
@@ -29,8 +30,8 @@ _BOMS = (
     (codecs.BOM_UTF16_BE, "utf-16-be"),
 )
 _SAMPLE = 8192
-#: control characters allowed in text: tab, line feed, vertical tab, form feed, carriage return, escape
-_TEXT_CONTROLS = frozenset("\t\n\x0b\x0c\r\x1b")
+#: control characters text does not hold: all but tab, line feed, vertical tab, form feed, carriage return, escape
+_CONTROLS = re.compile("[\x01-\x08\x0e-\x1a\x1c-\x1f]")
 _WESTERN = frozenset(("cp1252", "latin_1", "iso8859_15"))
 
 
@@ -72,8 +73,7 @@ def looks_binary(text: str) -> bool:
     if "\x00" in text:
         return True
     sample = text[:_SAMPLE]
-    controls = sum(1 for ch in sample if ch < " " and ch not in _TEXT_CONTROLS)
-    return controls * 100 > len(sample)
+    return len(_CONTROLS.findall(sample)) * 100 > len(sample)
 
 
 def _detected(data: bytes) -> str | None:
