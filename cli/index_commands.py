@@ -6,11 +6,12 @@ import json
 import time
 from collections.abc import Callable, Sequence
 from typing import Any
-from pathlib import Path
 
 import click
 
-from meteora_edge.index.corpus import SourceDocument, path_label, read_documents
+from meteora_edge.index.corpus import SourceDocument, read_documents
+from meteora_edge.index.file_choice import FileChoice
+from meteora_edge.index.skips import plural
 from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
 from meteora_edge.index.local_index import LocalIndex
@@ -21,31 +22,20 @@ from .encoder_option import bundle_option, cache_option, encoder_from_options, p
 from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
 from .output import emit_json
 from .progress import progress_option, progress_reporter
+from .reading_options import SkipReport, file_choice, file_choice_options
 
 #: the library's names in LocalIndex.build's messages, as ``index build`` spells them
 BUILD_NAMES = {"add": "'index add'", "overwrite": "--overwrite"}
 
 
-def _read(inputs: Sequence[str], strict: bool, follow_links: bool) -> tuple[list[SourceDocument], int]:
-    """The documents, with one warning line per skipped file; returns (documents, files skipped)."""
-    skipped: list[Path] = []
-
-    def warn(path: Path, reason: str) -> None:
-        skipped.append(path)
-        _warn_skipped(path, reason)
-
-    return read_documents(inputs, strict=strict, on_skip=warn, follow_links=follow_links), len(skipped)
+def _read(inputs: Sequence[str], strict: bool, follow_links: bool, choice: FileChoice,
+          report: SkipReport) -> list[SourceDocument]:
+    """The documents; every skipped file goes to ``report`` (printed by the caller at the end)."""
+    return read_documents(inputs, strict=strict, on_skip=report, follow_links=follow_links, choice=choice)
 
 
-def _warn_skipped(path: Path, reason: str) -> None:
-    """One warning line on stderr for a file that was not read."""
-    label = path_label(path)
-    click.echo(f"warning: skipped {reason}" if label in reason else f"warning: skipped {label}: {reason}", err=True)
-
-
-def _counts(documents: Sequence[SourceDocument], skipped: int) -> str:
-    files = len({d.file for d in documents})
-    return f"{len(documents)} documents from {files} file(s)" + (f", {skipped} file(s) skipped" if skipped else "")
+def _counts(documents: Sequence[SourceDocument]) -> str:
+    return f"{plural(len(documents), 'document')} from {plural(len({d.file for d in documents}), 'file')}"
 
 
 _strict_option = click.option("--strict", is_flag=True, help="Fail on a file that cannot be read instead of skipping it.")
@@ -59,7 +49,7 @@ def _reading_and_embedding_options(command: Callable[..., Any]) -> Callable[...,
     for option in reversed((_strict_option, _follow_links_option, bundle_option, threads_option, precision_option,
                             cache_option, progress_option)):
         command = option(command)
-    return command
+    return file_choice_options(command)
 
 
 @click.group()
@@ -111,21 +101,28 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
           ann_probe: int | None, strict: bool, follow_links: bool, bundle: str | None, threads: int,
-          precision: str, progress_mode: str) -> None:
-    """Index text, markdown, JSON and JSONL files (folders are searched recursively; - reads stdin).
+          precision: str, progress_mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
+          no_ignore_files: bool, max_file_size: int | None, verbose: bool) -> None:
+    """Index documents: text in any encoding (with or without an extension), markdown, HTML, PDF, Word
+    (.docx), JSON and JSONL, and any of them gzip-compressed (folders are searched recursively; - reads stdin).
 
-    A file that cannot be used (a PDF, another type, not UTF-8, JSON without text) is skipped
-    with one warning line naming it and why; --strict fails instead. The bundle's path and
-    manifest hash are recorded: later commands over the index use it when --bundle is not given.
+    Inside folders, --include/--exclude choose files by .gitignore-style patterns, and
+    .gitignore and .meteoraignore files are honoured. A file that cannot be used (binary,
+    another type, damaged, JSON without text) is skipped: one summary line counts them by
+    reason (--verbose lists each); --strict fails instead. The bundle's path and manifest hash
+    are recorded: later commands over the index use it when --bundle is not given.
 
     \b
     Examples:
       meteora-edge index build examples/ --out corpus.idx --bundle models/bundles/default
       meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --overwrite
-      pdftotext report.pdf - | meteora-edge index build - --out report.idx --progress json
+      meteora-edge index build ~/Documents --include '*.pdf' --include '*.docx' --exclude 'old/' --out docs.idx
+      cat report.pdf | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
-    documents, skipped = _read(inputs, strict, follow_links)
+    report = SkipReport(verbose)
+    documents = _read(inputs, strict, follow_links, file_choice(include, exclude, no_ignore_files, max_file_size),
+                      report)
     encoder = encoder_from_options(bundle, threads, precision, bulk=True)
     started = time.monotonic()
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
@@ -144,7 +141,8 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
                                       batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
             where = location.label
     took = max(time.monotonic() - started, 1e-9)
-    click.echo(f"indexed {_counts(documents, skipped)} into {len(built)} chunks at {where} in {took:.1f} s "
+    report.print_summary()
+    click.echo(f"indexed {_counts(documents)} into {plural(len(built), 'chunk')} at {where} in {took:.1f} s "
                f"({len(built) / took:.1f} chunks/s)", err=True)
 
 
@@ -155,7 +153,9 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
 @click.option("--allow-duplicates", is_flag=True, help="Add documents whose content the index already holds.")
 @_reading_and_embedding_options
 def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicates: bool, strict: bool,
-        follow_links: bool, bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+        follow_links: bool, bundle: str | None, threads: int, precision: str, progress_mode: str,
+        include: tuple[str, ...], exclude: tuple[str, ...], no_ignore_files: bool, max_file_size: int | None,
+        verbose: bool) -> None:
     """Append documents (files, folders, - for stdin) to an index folder or milvus:// collection.
 
     They are chunked and embedded like the rest, with the bundle the index was built with
@@ -165,7 +165,9 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
     left out, so adding the same files twice adds nothing; --allow-duplicates adds them anyway.
     A local index's writers take turns; a Milvus collection takes one writer at a time.
     """
-    documents, skipped = _read(inputs, strict, follow_links)
+    report = SkipReport(verbose)
+    documents = _read(inputs, strict, follow_links, file_choice(include, exclude, no_ignore_files, max_file_size),
+                      report)
     current = open_index(index_dir)
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id, bulk=True)
@@ -178,11 +180,14 @@ def add(index_dir: str, inputs: tuple[str, ...], batch_size: int, allow_duplicat
             current.add(documents, encoder, batch_size=batch_size, progress=progress,  # type: ignore[attr-defined]
                         allow_duplicates=allow_duplicates)
             grown = current
-    replaced = f", replacing {grown.removed_chunks} chunks of changed files" if grown.removed_chunks else ""
-    note = (f"; {grown.left_out_documents} document(s) already in the index were left out"
-            if grown.left_out_documents else "")
-    click.echo(f"read {_counts(documents, skipped)}; added {grown.added_chunks} chunks{replaced}{note}; "
-               f"{index_dir} now holds {len(grown)}", err=True)
+    replaced = (f", replacing {plural(grown.removed_chunks, 'chunk')} of changed files" if grown.removed_chunks
+                else "")
+    left_out = grown.left_out_documents
+    note = (f"; {plural(left_out, 'document')} already in the index {'was' if left_out == 1 else 'were'} left out"
+            if left_out else "")
+    report.print_summary()
+    click.echo(f"read {_counts(documents)}; added {plural(grown.added_chunks, 'chunk')}{replaced}{note}; "
+               f"{index_dir} now holds {plural(len(grown), 'chunk')}", err=True)
 
 
 def _updatable(index_dir: str) -> Any:
@@ -209,12 +214,14 @@ def _local_index(index_dir: str, command: str) -> LocalIndex:
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
 @_reading_and_embedding_options
 def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool, follow_links: bool,
-         bundle: str | None, threads: int, precision: str, progress_mode: str) -> None:
+         bundle: str | None, threads: int, precision: str, progress_mode: str, include: tuple[str, ...],
+         exclude: tuple[str, ...], no_ignore_files: bool, max_file_size: int | None, verbose: bool) -> None:
     """Make INDEX (a folder or milvus:// collection) follow the files and folders given: add new files, replace
     changed ones, remove deleted ones.
 
     Only files whose size or modification time changed are read again; a renamed or copied
-    file re-uses its stored vectors. Sources outside the folders given are left alone, and
+    file re-uses its stored vectors. --include/--exclude and ignore files choose the files as for
+    'index build': a source they now leave out is removed. Sources outside the folders given are left alone, and
     index folders are never read. The change costs time in proportion to the chunks it
     touches (a delta segment, compacted later; see 'index compact').
 
@@ -228,11 +235,14 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
     bundle = index_bundle(current, bundle, index_dir)
     encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
     check_encoder(current, encoder, index_dir)
+    report = SkipReport(verbose)
+    choice = file_choice(include, exclude, no_ignore_files, max_file_size)
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         synced = current.sync(list(inputs), encoder, batch_size=batch_size, progress=progress, strict=strict,
-                              follow_links=follow_links, on_skip=_warn_skipped)
-    click.echo(f"synced {index_dir}: added {synced.added_chunks} chunks, removed {synced.removed_chunks}; "
-               f"now holds {len(synced)}", err=True)
+                              follow_links=follow_links, on_skip=report, choice=choice)
+    report.print_summary()
+    click.echo(f"synced {index_dir}: added {plural(synced.added_chunks, 'chunk')}, removed "
+               f"{plural(synced.removed_chunks, 'chunk')}; now holds {plural(len(synced), 'chunk')}", err=True)
 
 
 @index.command("remove")

@@ -28,6 +28,10 @@ def _where(row: Mapping[str, Any], *, short: bool = False) -> str:
     source = str(row["source"] or "-")
     if short and len(source) > 20:
         source = PurePath(source).name  # the table shows the file name; JSON keeps the path
+    meta = row.get("metadata")
+    page = meta.get("page") if isinstance(meta, Mapping) else None
+    if isinstance(page, int) and not isinstance(page, bool):
+        source += f"#page={page}"  # a PDF page, as PDF viewers take it in a link
     if row["start_pos"] is not None and row["end_pos"] is not None:
         source += f":{row['start_pos']}-{row['end_pos']}"
     return source

@@ -18,7 +18,7 @@ import os
 import stat
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any, BinaryIO
@@ -33,6 +33,8 @@ __all__ = [
     "read_chunks_file",
     "read_json_file",
     "read_json_or_jsonl",
+    "parse_json_or_jsonl",
+    "JsonLines",
     "atomic_path",
     "open_atomic",
     "read_json_source",
@@ -118,10 +120,11 @@ def read_bytes(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES
 
 
 def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES) -> str:
-    """Read a UTF-8 text file, refusing missing, unreadable, binary, non-regular or oversized files."""
+    """Read a UTF-8 text file (without a leading byte-order mark), refusing missing, unreadable, binary,
+    non-regular or oversized files."""
     data = read_bytes(path, max_bytes=max_bytes)
     try:
-        return data.decode("utf-8")
+        return data.decode("utf-8-sig")  # UTF-8 that drops a leading byte-order mark
     except UnicodeDecodeError as exc:
         raise InputError(f"{source_name(path)} is not UTF-8 text (byte {exc.start}); convert it to UTF-8") from None
 
@@ -129,14 +132,15 @@ def read_text_file(path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_B
 def iter_text_blocks(
     path: str | os.PathLike[str], *, max_bytes: int = MAX_INPUT_BYTES, block_bytes: int = _BLOCK
 ) -> Iterator[str]:
-    """Decode a UTF-8 file block by block, so a large file never sits in memory whole.
+    """Decode a UTF-8 file block by block, so a large file never sits in memory whole (a leading
+    byte-order mark is dropped).
 
     Raises:
         InputError: as :func:`read_bytes` (checked before the first block), or a byte that
             is not UTF-8 (found when its block is reached).
     """
     with _open_regular(path) as handle:
-        decoder = codecs.getincrementaldecoder("utf-8")("strict")
+        decoder = codecs.getincrementaldecoder("utf-8-sig")("strict")
         total = 0
         while True:
             try:
@@ -212,29 +216,64 @@ def read_json_or_jsonl(path: str | os.PathLike[str]) -> Any:
     Raises:
         InputError: missing, unreadable, empty or malformed.
     """
-    text = read_text_file(path)
+    return parse_json_or_jsonl(read_text_file(path), source_name(path))
+
+
+class JsonLines(list):  # type: ignore[type-arg]
+    """The values of a JSON Lines file, with ``numbers``: the line each came from."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: list[int] = []
+
+
+def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, str], None] | None = None) -> Any:
+    """Parse text holding one JSON document, or JSON Lines (one value a line); see :func:`read_json_or_jsonl`.
+
+    Args:
+        text: the file's text.
+        where: how messages name the file.
+        on_bad_line: called with ``(line number, why)`` for each JSON Lines line that is not
+            valid JSON, which is then left out; by default such a line is an error.
+
+    Returns:
+        The document's value, or for JSON Lines a :class:`JsonLines` list of the values.
+
+    Raises:
+        InputError: empty or malformed (with ``on_bad_line``: no line of a JSON Lines file is valid).
+    """
     try:
         return json.loads(text)
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
-            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
         # JSON Lines ends lines with \n (and \r\n) only: str.splitlines() would also split inside strings
         # at U+2028, U+2029, U+0085 and other breaks that JSON allows raw
         lines = [(n, line) for n, line in enumerate(text.split("\n"), start=1) if line.strip()]
         if not lines:
-            raise InputError(f"{source_name(path)} is empty; give JSON or JSON Lines") from None
+            raise InputError(f"{where} is empty; give JSON or JSON Lines") from None
         if len(lines) == 1:
-            raise InputError(f"{source_name(path)} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
+            raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
     except (RecursionError, ValueError):
-        parse_json(text, source_name(path))  # raises the one-line error
-    items = []
+        parse_json(text, where)  # raises the one-line error
+    items = JsonLines()
+    first_error: InputError | None = None
     for number, line in lines:
         try:
-            items.append(json.loads(line))
-        except json.JSONDecodeError as exc:
-            raise InputError(f"{source_name(path)} line {number} is not valid JSON: {exc.msg} at column {exc.colno}") from None
-        except (RecursionError, ValueError):
-            parse_json(line, f"{source_name(path)} line {number}")
+            try:
+                items.append(json.loads(line))
+                items.numbers.append(number)
+            except json.JSONDecodeError as exc:
+                raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
+            except (RecursionError, ValueError):
+                parse_json(line, f"{where} line {number}")
+        except InputError as exc:
+            if on_bad_line is None:
+                raise
+            first_error = first_error or exc
+            on_bad_line(number, str(exc).replace(f"{where} line {number} ", "", 1))
+    if not items and first_error is not None:
+        raise InputError(f"{where} holds no valid JSON line (first: {first_error})")
     return items
 
 

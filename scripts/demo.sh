@@ -16,10 +16,10 @@ stage_start=$start
 say() { echo "--- $*" >&2; }
 stage_done() { say "$1 took $(( $(date +%s) - stage_start )) s (total $(( $(date +%s) - start )) s)"; stage_start=$(date +%s); }
 
-# The runtime: onnxruntime + tokenizers + numpy, no torch.
-if [ ! -x "$me" ] || ! .venv-runtime/bin/python -c "import onnxruntime, tokenizers" 2>/dev/null; then
+# The runtime: onnxruntime + tokenizers + numpy, and the document readers (HTML, PDF, .docx); no torch.
+if [ ! -x "$me" ] || ! .venv-runtime/bin/python -c "import onnxruntime, tokenizers, selectolax, pypdfium2, docx, charset_normalizer, pathspec" 2>/dev/null; then
   python3 -m venv .venv-runtime
-  .venv-runtime/bin/pip install -q -c "$c" ".[onnx]"
+  .venv-runtime/bin/pip install -q -c "$c" ".[onnx,documents]"
 else
   .venv-runtime/bin/pip install -q --no-deps --force-reinstall .   # this checkout's code, not an older one
 fi

@@ -39,6 +39,7 @@ CASES = {
     "llm_roles.py": (["--model", "{gguf}", "--repeats", "1", "--chunks", "2", "--context-size", "1024"], "RSS"),
     "memory.py": (["--sizes", "1", "--shapes", "words", "--repeats", "1"], "MB"),
     "pipeline.py": (["--chunks", "500", "--queries", "3", "--rank-bm25-queries", "1"], "p50"),
+    "read_folder.py": (["{docs}", "--repeat", "1"], "files read 3, skipped 0"),
     "scale.py": (["--chunks", "500", "--milvus-chunks", "0", "--queries", "3", "--ann", "", "--work", "{tmp}"],
                  "p50"),
     "select_latency.py": (["--bundle", "{bundle}", "--paths", "fp32,fp32+warm", "--runs", "1", "--limit", "3",

@@ -43,7 +43,7 @@ def test_an_index_inside_its_input_never_indexes_itself(notes):
     folder, out, bundle = notes
     for _ in range(2):
         again = run("index", "build", str(folder), "--out", str(out), "--bundle", str(bundle), "--overwrite")
-        assert again.exit_code == 0 and "indexed 3 documents from 3 file(s)" in again.output, again.output
+        assert again.exit_code == 0 and "indexed 3 documents from 3 files" in again.output, again.output
         assert "a meteora-edge index folder (index folders are never read as input)" in again.output
     assert json.loads(run("index", "info", str(out)).output)["documents"] == 3
 
@@ -53,15 +53,15 @@ def test_sync_and_add_drop_the_stale_text(notes):
     (folder / "terms.md").write_text("either party may terminate the agreement on fourteen days notice")
     (folder / "goods.md").unlink()
     synced = run("index", "sync", str(out), str(folder))
-    assert synced.exit_code == 0 and "added 1 chunks, removed 2; now holds 2" in synced.output, synced.output
+    assert synced.exit_code == 0 and "added 1 chunk, removed 2 chunks; now holds 2 chunks" in synced.output, synced.output
     hits = _hits(out, "how many days notice")
     assert "fourteen" in hits and "ninety" not in hits and "goods" not in hits
     (folder / "terms.md").write_text("either party may terminate the agreement on seven days notice")
     added = run("index", "add", str(out), str(folder / "terms.md"))
-    assert added.exit_code == 0 and "added 1 chunks, replacing 1 chunks of changed files" in added.output
+    assert added.exit_code == 0 and "added 1 chunk, replacing 1 chunk of changed files" in added.output
     assert "fourteen" not in _hits(out, "days notice")
     same = run("index", "add", str(out), str(folder / "terms.md"))
-    assert "added 0 chunks; 1 document(s) already in the index were left out" in same.output
+    assert "added 0 chunks; 1 document already in the index was left out" in same.output
 
 
 def test_remove_and_compact(notes):

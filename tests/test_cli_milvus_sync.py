@@ -49,17 +49,17 @@ def test_sync_add_and_remove_follow_the_files(notes):
     (folder / "plan.md").write_text("ship the release in may")
     synced = run("index", "sync", url, folder)  # the bundle the build recorded
     assert synced.exit_code == 0, synced.output
-    assert f"synced {url}: added 2 chunks, removed 2; now holds 3" in synced.output
+    assert f"synced {url}: added 2 chunks, removed 2 chunks; now holds 3 chunks" in synced.output
     texts = _texts(url, bundle)
     assert "fourteen" in texts and "ninety" not in texts and "goods" not in texts
     again = run("index", "sync", url, folder, "--bundle", bundle)
-    assert "added 0 chunks, removed 0; now holds 3" in again.output
+    assert "added 0 chunks, removed 0 chunks; now holds 3 chunks" in again.output
     (folder / "terms.md").write_text("either party may terminate the agreement on seven days notice")
     added = run("index", "add", url, folder / "terms.md")
-    assert added.exit_code == 0 and "added 1 chunks, replacing 1 chunks of changed files" in added.output, added.output
+    assert added.exit_code == 0 and "added 1 chunk, replacing 1 chunk of changed files" in added.output, added.output
     assert "fourteen" not in _texts(url, bundle)
     same = run("index", "add", url, folder / "terms.md", "--bundle", bundle)
-    assert "added 0 chunks; 1 document(s) already in the index were left out" in same.output
+    assert "added 0 chunks; 1 document already in the index was left out" in same.output
     removed = run("index", "remove", url, folder / "fees.md")
     assert removed.exit_code == 0 and f"removed 1 chunks from {url}; it now holds 2" in removed.output
     info = json.loads(run("index", "info", url).output)

@@ -70,7 +70,7 @@ def test_index_build_and_add_from_stdin(tmp_path):
     out = tmp_path / "ix"
     built = run("index", "build", "-", "--out", str(out), "--chunk-size", "40", stdin=CONTRACT)
     assert built.exit_code == 0, built.output
-    assert "1 documents from 1 file(s)" in built.output
+    assert "1 document from 1 file" in built.output
     index = LocalIndex.load(out)
     assert {r["metadata"]["source"] for r in index.records(range(len(index)))} == {"<stdin>"}
     size = len(index)
@@ -78,7 +78,7 @@ def test_index_build_and_add_from_stdin(tmp_path):
     assert added.exit_code == 0, added.output
     assert len(LocalIndex.load(out)) == size + 1
     again = run("index", "add", str(out), "-", stdin="A late clause: the supplier shall insure the goods in transit.")
-    assert "already in the index were left out" in again.output
+    assert "1 document already in the index was left out" in again.output
 
 
 def test_stdin_given_twice_is_refused(tmp_path):

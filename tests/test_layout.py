@@ -9,9 +9,10 @@ import sys
 from repo_paths import ROOT
 
 PACKAGE = ROOT / "meteora_edge"
+# readers first: turning a file into text needs no model (the index's corpus and the chunk command use it).
 # evaluation before training: training labels rationale sets on the evaluation's data sets with
 # its metric (load_hotpot, precision_recall_f1), so the two agree on what a good selection is.
-ORDER = ["models", "selection", "index", "pipeline", "evaluation", "training", "integrations"]
+ORDER = ["readers", "models", "selection", "index", "pipeline", "evaluation", "training", "integrations"]
 # Pairs of stages that sit side by side although ORDER lists one after the other: neither imports
 # the other (the index searches with models alone; the pipeline is where selection meets it).
 SIDE_BY_SIDE = {frozenset({"selection", "index"})}

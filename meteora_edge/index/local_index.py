@@ -38,7 +38,7 @@ from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, write_ann
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_lines, embed_into
 from .content_hashes import source_counts
-from .corpus import SourceDocument
+from .corpus import FileChoice, SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
                        SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
@@ -351,6 +351,7 @@ class LocalIndex(LocalReads):
         strict: bool = False,
         follow_links: bool = False,
         on_skip: Any = None,
+        choice: FileChoice | None = None,
         lock_timeout: float | None = None,
     ) -> LocalIndex:
         """Make the index follow the files and folders in ``paths``; return the new version, opened.
@@ -369,7 +370,8 @@ class LocalIndex(LocalReads):
             LocalIndexError: another encoder built the index, or it cannot be written.
         """
         def plan(base: LocalIndex) -> UpdatePlan:
-            return plan_sync(base.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
+            return plan_sync(base.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip,
+                             choice=choice)
 
         return self._update(plan, encoder, batch_size=batch_size, progress=progress, lock_timeout=lock_timeout)
 

@@ -76,7 +76,7 @@ from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .content_hashes import source_counts, unseen_documents
-from .corpus import SourceDocument
+from .corpus import FileChoice, SourceDocument
 from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
                                 drop_quietly, id_filter, insert_rows, restore_switch, switch_in)
 from .milvus_location import MilvusLocation, connect
@@ -321,6 +321,7 @@ class MilvusIndex:
         strict: bool = False,
         follow_links: bool = False,
         on_skip: Any = None,
+        choice: FileChoice | None = None,
     ) -> MilvusIndex:
         """Make the collection follow the files and folders in ``paths``; return it, updated.
 
@@ -336,7 +337,8 @@ class MilvusIndex:
         """
         self.check_encoder(encoder)
         prepare_write(self)
-        plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip)
+        plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip,
+                         choice=choice)
         return apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
 
     def remove(self, sources: Sequence[str]) -> MilvusIndex:

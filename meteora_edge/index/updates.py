@@ -32,7 +32,7 @@ from ..models.bm25 import BM25_VOCAB, BM25Index
 from ..models.encoders import EncoderLike
 from .ann_index import build_ann
 from .chunk_records import Progress, chunk_documents, embed_batches, finite, record_line
-from .corpus import SourceDocument
+from .corpus import FileChoice, SourceDocument
 from .generations import GenerationWriter, new_generation
 from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE, utc_now
 from .segments import needs_compaction
@@ -153,7 +153,7 @@ def plan_remove(table: dict[str, SourceEntry], names: Sequence[str], where: str)
 
 
 def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[str]], *, strict: bool,
-              follow_links: bool, on_skip: Callable[..., Any] | None) -> UpdatePlan:
+              follow_links: bool, on_skip: Callable[..., Any] | None, choice: FileChoice | None = None) -> UpdatePlan:
     """``index sync``: read the files under ``paths`` whose size or time differ from ``table``; add the new
     ones, replace the changed ones, touch the ones that read the same, and remove the sources under
     ``paths`` whose file is gone or holds no usable text. Sources outside ``paths`` stay.
@@ -168,7 +168,7 @@ def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[s
         return entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
 
     documents, listed, states = read_changed(paths, unchanged=unchanged, strict=strict, on_skip=on_skip,
-                                             follow_links=follow_links)
+                                             follow_links=follow_links, choice=choice)
     out = UpdatePlan("sync")
     for key, docs in group_by_source(documents).items():
         entry = table.get(key)

@@ -247,12 +247,43 @@ def m1(tmp: Path, tally: Tally) -> None:
         tally["failed"] += (len(reported) != 3) + (sum(reported) != len(index) - 1) + (sum(r > 0 for r in reported) != 1)
 
 
+def r4_readers(tmp: Path, tally: Tally) -> None:
+    """Issue 48 item 4 and 8's reading findings: a bad JSON Lines line loses only itself, a BOM never
+    reaches the text, UTF-16 without a BOM reads as words, a .gz is never told to convert to UTF-8,
+    and damaged files of every kind are one reason each."""
+    import codecs
+    import gzip
+
+    from meteora_edge.index.corpus import read_documents
+
+    folder = tmp / "r4"
+    folder.mkdir()
+    (folder / "faq.jsonl").write_text('{"text": "one"}\n{"text": \n{"text": "two"}\n')
+    (folder / "bom.md").write_bytes(codecs.BOM_UTF8 + b"bom clause")
+    (folder / "wide.txt").write_bytes("wide clause".encode("utf-16-le"))
+    (folder / "wide-be.txt").write_bytes("big clause".encode("utf-16-be"))
+    (folder / "latin.txt").write_bytes("caf\xe9 clause".encode("latin-1"))
+    damaged = {"bad.gz": b"\x1f\x8bnot gzip", "bad.pdf": b"%PDF-1.4 broken", "bad.docx": b"PK\x03\x04broken",
+               "bad.html": b"<html>\xff\xfe\x00<p>", "tar.gz": gzip.compress(b"\x00" * 512)}
+    for name, data in damaged.items():
+        (folder / name).write_bytes(data)
+    seen: dict[str, str] = {}
+    tally["trials"] += 5 + len(damaged)
+    docs = _guard(tally, lambda: read_documents([folder], on_skip=lambda p, r: seen.setdefault(p.name, r)),
+                  expect_error=False)
+    texts = [d.text for d in docs] if isinstance(docs, list) else []
+    tally["lost"] += sum(1 for t in ("one", "two", "bom clause", "wide clause", "big clause", "caf\u00e9 clause")
+                         if t not in texts)
+    tally["failed"] += sum(1 for t in texts if "\ufeff" in t or "\x00" in t)
+    tally["failed"] += sum(1 for name in damaged if name not in seen or "UTF-8" in seen[name])
+
+
 def main() -> int:
     import meteora_edge  # noqa: F401 - fail early if the package is not importable
 
     items = {"D2 gen-* folders": d2, "D5 U+2028 in JSONL": d5, "S2/M3 links, FIFOs": s2_m3, "T2 1000 levels": t2,
              "H1 FIFO index files": h1, "T4 forged ANN ids": t4, "M4 manifest fields": m4,
-             "M1 3 concurrent adds": m1}
+             "M1 3 concurrent adds": m1, "R4 readers (48.4, 48.8)": r4_readers}
     rows = {}
     with tempfile.TemporaryDirectory() as folder:
         for name, item in items.items():

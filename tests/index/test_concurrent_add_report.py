@@ -51,5 +51,5 @@ def test_the_cli_reports_zero_when_another_writer_got_there_first(tmp_path, monk
     monkeypatch.setattr(index_commands, "open_index", lambda spec: stale)
     late = CliRunner().invoke(main, ["index", "add", str(tmp_path / "ix"), str(docs)])
     assert late.exit_code == 0, late.output
-    assert "added 0 chunks; 2 document(s) already in the index were left out" in late.output, late.output
+    assert "added 0 chunks; 2 documents already in the index were left out" in late.output, late.output
     assert len(LocalIndex.load(tmp_path / "ix")) == len(stale) + int(other.output.split("added ")[1].split()[0])

@@ -37,19 +37,22 @@ def mixed(tmp_path: Path) -> Path:
     return folder
 
 
-SKIPPED = {"package.json": "mapping without a text", "manual.pdf": "PDF is not supported", "latin1.txt": "not UTF-8",
-           "empty.txt": "holds no text", "broken.json": "not valid JSON", "image.png": "unsupported file type '.png'"}
+SKIPPED = {"package.json": "mapping without a text", "manual.pdf": "cannot be read as a PDF",
+           "empty.txt": "holds no text", "broken.json": "not valid JSON", "image.png": "binary, not text"}
+KINDS = {"package.json": "JSON without a text field", "manual.pdf": "damaged or malformed", "empty.txt": "without text",
+         "broken.json": "damaged or malformed", "image.png": "binary"}
 
 
 def test_read_documents_skips_each_unusable_file_with_its_reason(mixed):
     seen: dict[str, str] = {}
     docs = read_documents([mixed], on_skip=lambda path, reason: seen.setdefault(path.name, reason))
     assert [d.text for d in docs] == ["Shipping takes five days.", "Refunds go to the card.",
-                                      "Returns are accepted within thirty days of delivery."]
-    assert {d.file for d in docs} == {str(mixed / "faq.jsonl"), str(mixed / "policy.md")}
+                                      "Returns are accepted within thirty days of delivery.", "café"]
+    assert {d.file for d in docs} == {str(mixed / "faq.jsonl"), str(mixed / "policy.md"), str(mixed / "sub/latin1.txt")}
     assert set(seen) == set(SKIPPED)
     for name, reason in SKIPPED.items():
         assert reason in seen[name], (name, seen[name])
+        assert seen[name].kind == KINDS[name], (name, seen[name].kind)  # type: ignore[attr-defined]
 
 
 def test_strict_fails_on_the_first_unusable_file_naming_it(mixed):
@@ -57,22 +60,26 @@ def test_strict_fails_on_the_first_unusable_file_naming_it(mixed):
         read_documents([mixed], strict=True)
 
 
-def test_a_named_pdf_is_skipped_and_nothing_readable_is_an_error(tmp_path):
+def test_a_named_damaged_pdf_is_skipped_and_nothing_readable_is_an_error(tmp_path):
     pdf = tmp_path / "a.pdf"
     pdf.write_bytes(b"%PDF")
-    with pytest.raises(InputError, match=r"no text to index; skipped 1 file\(s\), first .*a\.pdf: PDF is not supported"):
+    with pytest.raises(InputError, match=r"no text to index; skipped 1 file, first .*a\.pdf: cannot be read as a PDF"):
         read_documents([pdf])
 
 
-def test_index_build_warns_once_per_file_and_finishes(mixed, tmp_path):
+def test_index_build_summarises_the_skips_in_one_line_and_lists_them_with_verbose(mixed, tmp_path):
     out = tmp_path / "ix"
     result = run("index", "build", str(mixed), "--out", str(out), "--chunk-size", "20")
     assert result.exit_code == 0, result.output
-    warnings = [line for line in result.output.splitlines() if line.startswith("warning: skipped")]
-    assert len(warnings) == len(SKIPPED)
-    for name in SKIPPED:
-        assert sum(name in line for line in warnings) == 1
-    assert "indexed 3 documents from 2 file(s), 6 file(s) skipped into 3 chunks" in result.output
+    warnings = [line for line in result.output.splitlines() if line.startswith("warning")]
+    assert warnings == ["warning: skipped 5 files: 2 damaged or malformed, 1 JSON without a text field, 1 binary, "
+                        "1 without text (--verbose lists them)"]
+    assert "indexed 4 documents from 3 files into 4 chunks" in result.output
+    verbose = run("index", "build", str(mixed), "--out", str(tmp_path / "v"), "--verbose")
+    listed = [line for line in verbose.output.splitlines() if line.startswith("warning: skipped ")]
+    for name, reason in SKIPPED.items():
+        assert sum(f"{name}: " in line and reason in line for line in listed) == 1, (name, listed)
+    assert listed[-1].startswith("warning: skipped 5 files: ") and len(listed) == len(SKIPPED) + 1
     strict = run("index", "build", str(mixed), "--out", str(tmp_path / "strict"), "--strict")
     assert strict.exit_code == 1 and "--strict" in strict.output and "Traceback" not in strict.output
     assert not (tmp_path / "strict").exists()
@@ -86,9 +93,9 @@ def test_index_add_twice_is_idempotent_unless_duplicates_are_allowed(tmp_path):
     assert run("index", "build", str(a), "--out", str(out), "--chunk-size", "20").exit_code == 0
     before = json.loads(run("index", "info", str(out)).output)
     first = run("index", "add", str(out), str(a), str(b))
-    assert first.exit_code == 0 and "added 2 chunks" in first.output and "1 document(s) already in the index" in first.output
+    assert first.exit_code == 0 and "added 2 chunks" in first.output and "1 document already in the index" in first.output
     again = run("index", "add", str(out), str(a), str(b))
-    assert again.exit_code == 0 and "added 0 chunks" in again.output and "3 document(s) already" in again.output
+    assert again.exit_code == 0 and "added 0 chunks" in again.output and "3 documents already" in again.output
     info = json.loads(run("index", "info", str(out)).output)
     assert info["chunks"] == before["chunks"] + 2
     assert info["sources"] == 2 and info["documents"] == 3  # files, not JSONL records
