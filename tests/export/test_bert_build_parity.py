@@ -21,7 +21,7 @@ pytest.importorskip("onnxruntime")
 from meteora_edge.export.parity import reference_embeddings  # noqa: E402
 from meteora_edge.models.bert_graph import write_bert_onnx  # noqa: E402
 from meteora_edge.models.checkpoint import read_bert_checkpoint  # noqa: E402
-from meteora_edge.models.encoder_install import write_tokenizer  # noqa: E402
+from meteora_edge.models.onnx_session import write_tokenizer  # noqa: E402
 from meteora_edge.models.onnx_encoder import OnnxEncoder  # noqa: E402
 from meteora_edge.models.onnx_session import create_session, feed_for, load_tokenizer  # noqa: E402
 from meteora_edge.models.variant_parity import PARITY_SENTENCES  # noqa: E402
