@@ -124,17 +124,15 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
     from meteora_edge.models.catalog import locate_part
 
     held: set[str] = set()
-    if bundle is not None:
-        loaded = Bundle.load(bundle)
+    loaded = Bundle.load(bundle) if bundle is not None else None
+    if loaded is not None:
         held = {entry.sha256 for comp in loaded.components.values() for entry in comp.files.values()}
-        held |= {row.get("sha256") for comp in loaded.components.values()  # built from a checkpoint: its files
-                 for row in (comp.report.get("packages") or {}).values() if isinstance(row, dict)}
     rows = []
     for entry in _catalog(catalog_file):
         found = sum(locate_part(p) is not None for p in entry.parts)
         rows.append({"name": entry.name, "role": entry.role, "id": entry.id, "size": entry.size,
                      "licence": entry.licence, "parts": len(entry.parts), "parts_installed": found,
-                     "in_bundle": entry.sha256 in held if bundle is not None else None,
+                     "in_bundle": None if loaded is None else _in_bundle(entry, loaded, held),
                      "installable": entry.role == "llm" or entry.onnx is not None, "command": entry.command,
                      "notes": entry.onnx.notes if entry.onnx is not None else ""})
     if as_json:
@@ -144,10 +142,24 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
         where = f"{row['parts_installed']}/{row['parts']} package(s) installed"
         if row["in_bundle"] is not None:
             where += ", in the bundle" if row["in_bundle"] else ", not in the bundle"
-        click.echo(f"{row['name']:<20} {row['role']:<8} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
+        click.echo(f"{row['name']:<20} {row['role']:<14} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
         click.echo(f"{'':<20} {row['id']}; {row['command']}")
         if row["notes"]:
             click.echo(f"{'':<20} meteora-edge models install {row['name']} --bundle BUNDLE: {row['notes']}")
+
+
+def _in_bundle(entry: Any, bundle: Bundle, held: set[str]) -> bool:
+    """Whether ``bundle`` holds ``entry``: an llm by its file's sha256, an encoder by the package
+    files its component was assembled or built from (recorded in its report)."""
+    if entry.onnx is None:
+        return entry.sha256 in held
+    from meteora_edge.models.encoder_install import COMPONENTS
+
+    component = bundle.components.get(COMPONENTS.get(entry.role, ""))
+    packages = component.report.get("packages") if component is not None else None
+    return isinstance(packages, dict) and all(
+        isinstance(packages.get(role), dict) and packages[role].get("sha256") == part.sha256
+        for role, part in entry.onnx.files.items())
 
 
 @models.command("install")

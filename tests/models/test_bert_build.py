@@ -132,6 +132,9 @@ def test_install_builds_a_dense_and_a_sparse_encoder_into_one_bundle(site):
 
     again = _install(site, "tiny-splade")
     assert again.exit_code == 0 and "sparse_encoder is already tiny-splade" in again.output
+    listed = run("models", "list", "--bundle", str(site["bundle"]), "--catalog", str(site["catalog"]), "--json")
+    assert {row["name"]: row["in_bundle"] for row in json.loads(listed.output)} == {"tiny-dense": True,
+                                                                                  "tiny-splade": True}
 
 
 def _spoil(folder: Path, how: str) -> str:
