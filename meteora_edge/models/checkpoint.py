@@ -48,6 +48,7 @@ class BertConfig:
     type_vocab_size: int
     layer_norm_eps: float
     architecture: str
+    tie_word_embeddings: bool = True
 
     @property
     def head_size(self) -> int:
@@ -99,7 +100,7 @@ def read_bert_config(path: str | os.PathLike[str]) -> BertConfig:
         intermediate_size=_config_int(where, data, "intermediate_size"),
         max_position_embeddings=_config_int(where, data, "max_position_embeddings"),
         type_vocab_size=_config_int(where, data, "type_vocab_size"), layer_norm_eps=float(eps),
-        architecture=str(architecture),
+        architecture=str(architecture), tie_word_embeddings=data.get("tie_word_embeddings", True) is not False,
     )
     if config.hidden_size % config.num_attention_heads:
         raise ModelError(f"{where}: hidden_size {config.hidden_size} is not a multiple of num_attention_heads "
@@ -229,6 +230,9 @@ def read_bert_checkpoint(
                 raise ModelError(f"{path}: tensor {decoder!r} is {piece.get_dtype()} {list(piece.get_shape())}, "
                                  f"expected F32 {list(want)}")
             tensors[decoder] = np.ascontiguousarray(handle.get_tensor(decoder), dtype=np.float32)
-        else:  # tied to the word embeddings, as BertForMaskedLM saves it
+        elif bert.tie_word_embeddings:  # tied to the word embeddings, as BertForMaskedLM saves it
             tensors[decoder] = tensors["embeddings.word_embeddings.weight"]
+        else:
+            raise ModelError(f"{path} has no tensor {decoder!r} and {config} says tie_word_embeddings false; "
+                             "the MLM head's decoder is missing")
     return BertCheckpoint(config=bert, tensors=tensors, head=head)

@@ -199,14 +199,15 @@ def test_a_checkpoint_that_differs_from_its_catalog_pin_is_refused_before_buildi
     assert "tampered or corrupt" in result.output and not site["bundle"].exists()
 
 
-def test_the_reader_refuses_other_activations_and_relative_positions(tmp_path):
-    weights = tensors(mlm=False)
+def test_the_reader_refuses_other_activations_relative_positions_and_an_untied_head_without_decoder(tmp_path):
+    weights = tensors(mlm=True)
     for change, said in (({"hidden_act": "gelu_new"}, "hidden_act 'gelu_new' is not supported"),
                          ({"position_embedding_type": "relative_key"}, "absolute positions only"),
-                         ({"hidden_size": 9}, "not a multiple of num_attention_heads")):
+                         ({"hidden_size": 9}, "not a multiple of num_attention_heads"),
+                         ({"tie_word_embeddings": False}, "the MLM head's decoder is missing")):
         folder = write_checkpoint(tmp_path / str(len(said)), weights, config={**CONFIG, **change})
         with pytest.raises(ModelError, match=said.replace("(", r"\(").replace(")", r"\)")):
-            read_bert_checkpoint(folder / "model.safetensors", folder / "config.json")
+            read_bert_checkpoint(folder / "model.safetensors", folder / "config.json", head="mlm")
 
 
 @pytest.mark.parametrize("change, said", [
