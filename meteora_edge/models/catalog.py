@@ -69,6 +69,7 @@ class CatalogPart:
 BUILD_FILES = ("weights", "config", "tokenizer")
 BUILD_HEADS = {"encoder": "none", "sparse_encoder": "mlm"}  # the role → the head the graph needs
 BUILD_VARIANTS = ("int8", "int8-dot")
+BUILD_ARCHITECTURES = ("bert", "mpnet")
 
 
 @dataclass(frozen=True)
@@ -76,14 +77,18 @@ class BuildRecipe:
     """How ``models install`` builds an ONNX encoder from a BERT checkpoint, no torch.
 
     Args:
-        architecture: ``bert`` (the one the graph builder writes).
-        head: ``none`` (``last_hidden_state``) or ``mlm`` (also ``logits`` and ``sparse``).
+        architecture: ``bert`` or ``mpnet`` (the ones the graph builder writes).
+        head: ``none`` (``last_hidden_state``) or ``mlm`` (also ``logits`` and ``sparse``; BERT only).
         variants: the int8 variants built beside fp32 (a subset of ``int8``, ``int8-dot``).
+        archive: ``zip`` when the entry's weights (joined from its parts) are a zip archive
+            whose members are the checkpoint's files (``onnx.files`` rows then name a
+            ``member`` instead of a package); else empty.
     """
 
     architecture: str
     head: str
     variants: tuple[str, ...]
+    archive: str = ""
 
 
 @dataclass(frozen=True)
@@ -150,6 +155,16 @@ def _part(label: str, number: int, row: object) -> CatalogPart:
                        _field(label, row, "path", str), _field(label, row, "size", int), _sha(label, row.get("sha256")))
 
 
+def _member(label: str, number: int, row: object, data: Mapping[str, Any]) -> CatalogPart:
+    """A file inside the entry's zip archive: ``path`` is the member's name, ``package`` the parts' packages."""
+    if not isinstance(row, dict):
+        raise InputError(f"{label} must be an object")
+    parts = data["parts"] if isinstance(data.get("parts"), list) else []
+    packages = " ".join(str(p.get("package")) for p in parts if isinstance(p, dict))
+    return CatalogPart(number, packages, "", _field(label, row, "member", str), _field(label, row, "size", int),
+                       _sha(label, row.get("sha256")))
+
+
 def _build(where: str, raw: Mapping[str, Any], role: str, files: Mapping[str, CatalogPart]) -> BuildRecipe | None:
     if "build" not in raw:
         if role != "encoder":
@@ -158,9 +173,11 @@ def _build(where: str, raw: Mapping[str, Any], role: str, files: Mapping[str, Ca
     build = _field(f"{where} onnx", raw, "build", dict)
     architecture, head = build.get("architecture"), build.get("head")
     variants = build.get("variants", [])
-    if architecture != "bert":
-        raise InputError(f"{where}: onnx.build.architecture must be 'bert' (the one the builder writes), "
-                         f"got {architecture!r}")
+    if architecture not in BUILD_ARCHITECTURES:
+        raise InputError(f"{where}: onnx.build.architecture must be one of {', '.join(BUILD_ARCHITECTURES)} (the ones "
+                         f"the builder writes), got {architecture!r}")
+    if build.get("archive", "") not in ("", "zip"):
+        raise InputError(f"{where}: onnx.build.archive must be 'zip' or absent, got {build.get('archive')!r}")
     if role not in BUILD_HEADS or head != BUILD_HEADS[role]:
         raise InputError(f"{where}: a {role} is built with head {BUILD_HEADS.get(role)!r}, got {head!r}")
     if not isinstance(variants, list) or any(v not in BUILD_VARIANTS for v in variants) or len(set(variants)) < len(variants):
@@ -168,7 +185,7 @@ def _build(where: str, raw: Mapping[str, Any], role: str, files: Mapping[str, Ca
                          f"got {variants!r}")
     if sorted(files) != sorted(BUILD_FILES):
         raise InputError(f"{where}: a built model's onnx files are {', '.join(BUILD_FILES)}, got {sorted(files)}")
-    return BuildRecipe(architecture=architecture, head=head, variants=tuple(variants))
+    return BuildRecipe(architecture=architecture, head=head, variants=tuple(variants), archive=build.get("archive", ""))
 
 
 def _onnx(where: str, data: Mapping[str, Any], role: str) -> OnnxRecipe | None:
@@ -176,7 +193,11 @@ def _onnx(where: str, data: Mapping[str, Any], role: str) -> OnnxRecipe | None:
         return None
     raw = _field(where, data, "onnx", dict)
     rows = _field(f"{where} onnx", raw, "files", dict)
-    files = {role: _part(f"{where} onnx file {role!r}", number, row)
+    archive = isinstance(raw.get("build"), dict) and raw["build"].get("archive") == "zip"
+    if archive and "parts" not in data:
+        raise InputError(f"{where}: onnx.build.archive needs the archive's 'parts'")
+    files = {role: _member(f"{where} onnx file {role!r}", number, row, data) if archive
+             else _part(f"{where} onnx file {role!r}", number, row)
              for number, (role, row) in enumerate(rows.items(), start=1)}
     if "tokenizer" not in files or len(files) < 2:
         raise InputError(f"{where}: onnx files must name a tokenizer and a model variant, got {sorted(files)}")

@@ -1,13 +1,14 @@
-"""Read a BERT checkpoint (``config.json`` + ``model.safetensors``) into checked numpy arrays, no torch.
+"""Read a BERT-family checkpoint (``config.json`` + ``model.safetensors``) into checked numpy arrays, no torch.
 
 The weights are read with the ``safetensors`` package's numpy API. Every tensor the graph
 builder (:mod:`.bert_graph`) needs is looked up under the names transformers writes for
 ``BertModel`` and ``BertForMaskedLM`` (with or without the ``bert.`` prefix; LayerNorm
-``gamma``/``beta`` or ``weight``/``bias``) and checked for its exact shape and float32 type
-against the config, so a checkpoint of another size, another dtype, a truncated file or a
-config of another architecture ends in one :class:`~meteora_edge.errors.ModelError` naming
-the file, the tensor and what was expected. Tensors the graph does not use (the pooler,
-``position_ids``) are ignored.
+``gamma``/``beta`` or ``weight``/``bias``), or for ``MPNetModel`` (its attention tensors,
+``attention.attn.q`` …, are read under BERT's names, plus the relative position bias table),
+and checked for its exact shape and float32 type against the config, so a checkpoint of
+another size, another dtype, a truncated file or a config of another architecture ends in one
+:class:`~meteora_edge.errors.ModelError` naming the file, the tensor and what was expected.
+Tensors the graph does not use (the pooler, ``position_ids``) are ignored.
 
 Example:
     >>> ckpt = read_bert_checkpoint("model.safetensors", "config.json", head="mlm")  # doctest: +SKIP
@@ -28,16 +29,20 @@ import numpy as np
 
 from ..errors import MissingExtraError, ModelError
 
-__all__ = ["HEADS", "BertConfig", "BertCheckpoint", "read_bert_config", "read_bert_checkpoint"]
+__all__ = ["HEADS", "ARCHITECTURES", "BertConfig", "BertCheckpoint", "read_bert_config", "read_bert_checkpoint"]
 
 HEADS = ("none", "mlm")  # "mlm": the masked-language-model head (SPLADE's logits) is read too
-_ARCHITECTURES = ("BertModel", "BertForMaskedLM", "BertForPreTraining")
-_FIX = "give a BERT checkpoint as transformers saves it (model.safetensors + config.json)"
+ARCHITECTURES = {"bert": ("BertModel", "BertForMaskedLM", "BertForPreTraining"),
+                 "mpnet": ("MPNetModel", "MPNetForMaskedLM")}  # model_type → the classes whose encoder is read
+_FIX = "give a BERT or MPNet checkpoint as transformers saves it (model.safetensors + config.json)"
+_MPNET_NAMES = (("attention.self.query.", "attention.attn.q."), ("attention.self.key.", "attention.attn.k."),
+                ("attention.self.value.", "attention.attn.v."), ("attention.output.dense.", "attention.attn.o."),
+                ("attention.output.LayerNorm.", "attention.LayerNorm."))
 
 
 @dataclass(frozen=True)
 class BertConfig:
-    """The sizes of a BERT encoder, as ``config.json`` states them."""
+    """The sizes of a BERT (or MPNet) encoder, as ``config.json`` states them."""
 
     vocab_size: int
     hidden_size: int
@@ -49,6 +54,9 @@ class BertConfig:
     layer_norm_eps: float
     architecture: str
     tie_word_embeddings: bool = True
+    model_type: str = "bert"
+    relative_buckets: int = 0  # MPNet: the relative position bias table's rows (0: BERT, absolute positions only)
+    pad_token_id: int = 0
 
     @property
     def head_size(self) -> int:
@@ -63,12 +71,12 @@ def _config_int(where: str, data: Mapping[str, Any], key: str, low: int = 1) -> 
 
 
 def read_bert_config(path: str | os.PathLike[str]) -> BertConfig:
-    """The sizes in a BERT ``config.json``.
+    """The sizes in a BERT or MPNet ``config.json``.
 
     Raises:
         ModelError: the file is unreadable, not JSON, or describes another architecture
-            (MPNet, RoBERTa …), another activation than exact GELU, relative positions,
-            or inconsistent sizes.
+            (RoBERTa, DistilBERT …), another activation than exact GELU, BERT's relative
+            positions, or inconsistent sizes.
     """
     where = str(path)
     try:
@@ -80,10 +88,10 @@ def read_bert_config(path: str | os.PathLike[str]) -> BertConfig:
     model_type = data.get("model_type")
     architectures = data.get("architectures") or ["BertModel"]
     architecture = architectures[0] if isinstance(architectures, list) and architectures else architectures
-    if model_type != "bert" or architecture not in _ARCHITECTURES:
-        raise ModelError(f"{where} describes a {model_type!r} model ({architecture}), not BERT; the torch-free "
-                         f"builder reads BERT checkpoints only ({', '.join(_ARCHITECTURES)}); export other models "
-                         "with 'meteora-edge export encoder'")
+    if not isinstance(model_type, str) or model_type not in ARCHITECTURES or architecture not in ARCHITECTURES[model_type]:
+        known = ", ".join(a for names in ARCHITECTURES.values() for a in names)
+        raise ModelError(f"{where} describes a {model_type!r} model ({architecture}), not BERT or MPNet; the torch-free "
+                         f"builder reads {known}; export other models with 'meteora-edge export encoder'")
     if data.get("hidden_act", "gelu") != "gelu":
         raise ModelError(f"{where}: hidden_act {data.get('hidden_act')!r} is not supported (the builder writes the "
                          "exact erf GELU of hidden_act 'gelu'); export this model with 'meteora-edge export encoder'")
@@ -93,14 +101,19 @@ def read_bert_config(path: str | os.PathLike[str]) -> BertConfig:
     eps = data.get("layer_norm_eps", 1e-12)
     if not isinstance(eps, (int, float)) or isinstance(eps, bool) or not 0 < eps < 1:
         raise ModelError(f"{where}: layer_norm_eps must be a number in (0, 1), got {eps!r}; {_FIX}")
+    mpnet = model_type == "mpnet"
     config = BertConfig(
         vocab_size=_config_int(where, data, "vocab_size"), hidden_size=_config_int(where, data, "hidden_size"),
         num_hidden_layers=_config_int(where, data, "num_hidden_layers"),
         num_attention_heads=_config_int(where, data, "num_attention_heads"),
         intermediate_size=_config_int(where, data, "intermediate_size"),
         max_position_embeddings=_config_int(where, data, "max_position_embeddings"),
-        type_vocab_size=_config_int(where, data, "type_vocab_size"), layer_norm_eps=float(eps),
+        type_vocab_size=0 if mpnet else _config_int(where, data, "type_vocab_size"), layer_norm_eps=float(eps),
         architecture=str(architecture), tie_word_embeddings=data.get("tie_word_embeddings", True) is not False,
+        model_type=str(model_type),
+        relative_buckets=_config_int(where, {"relative_attention_num_buckets": 32, **data},
+                                     "relative_attention_num_buckets") if mpnet else 0,
+        pad_token_id=_config_int(where, {"pad_token_id": 1, **data}, "pad_token_id", low=0) if mpnet else 0,
     )
     if config.hidden_size % config.num_attention_heads:
         raise ModelError(f"{where}: hidden_size {config.hidden_size} is not a multiple of num_attention_heads "
@@ -114,9 +127,12 @@ def expected_shapes(config: BertConfig, head: str) -> dict[str, tuple[int, ...]]
     shapes: dict[str, tuple[int, ...]] = {
         "embeddings.word_embeddings.weight": (config.vocab_size, h),
         "embeddings.position_embeddings.weight": (config.max_position_embeddings, h),
-        "embeddings.token_type_embeddings.weight": (config.type_vocab_size, h),
         "embeddings.LayerNorm.weight": (h,), "embeddings.LayerNorm.bias": (h,),
     }
+    if config.relative_buckets:
+        shapes["encoder.relative_attention_bias.weight"] = (config.relative_buckets, config.num_attention_heads)
+    else:
+        shapes["embeddings.token_type_embeddings.weight"] = (config.type_vocab_size, h)
     for n in range(config.num_hidden_layers):
         p = f"encoder.layer.{n}."
         for name in ("query", "key", "value"):
@@ -138,8 +154,12 @@ def expected_shapes(config: BertConfig, head: str) -> dict[str, tuple[int, ...]]
     return shapes
 
 
-def _candidates(name: str) -> list[str]:
-    """The names transformers may have stored ``name`` under (prefix, legacy LayerNorm names)."""
+def _candidates(name: str, model_type: str = "bert") -> list[str]:
+    """The names transformers may have stored ``name`` under (prefix, legacy LayerNorm names, MPNet's names)."""
+    if model_type == "mpnet":
+        for bert, mpnet in _MPNET_NAMES:
+            name = name.replace(bert, mpnet)
+        return [name, f"mpnet.{name}"]
     names = [name]
     if name.endswith("LayerNorm.weight"):
         names.append(name[: -len("weight")] + "gamma")
@@ -198,14 +218,17 @@ def read_bert_checkpoint(
         raise ModelError(f"head must be one of {', '.join(HEADS)}, got {head!r}")
     path = Path(weights)
     bert = read_bert_config(config)
+    if head == "mlm" and bert.model_type != "bert":
+        raise ModelError(f"{config} describes a {bert.model_type!r} model; the MLM head is read from BERT only")
     shapes = expected_shapes(bert, head)
     handle = _open(path)
     stored = set(handle.keys())
     tensors: dict[str, np.ndarray] = {}
     for name, shape in shapes.items():
-        found = next((c for c in _candidates(name) if c in stored), None)
+        names = _candidates(name, bert.model_type)
+        found = next((c for c in names if c in stored), None)
         if found is None:
-            raise ModelError(f"{path} has no tensor {name!r} (nor {', '.join(_candidates(name)[1:]) or 'an alias'}); "
+            raise ModelError(f"{path} has no tensor {names[0]!r} (nor {', '.join(names[1:]) or 'an alias'}); "
                              f"is it the {bert.architecture} checkpoint {config} describes?")
         piece = handle.get_slice(found)
         dtype, got = piece.get_dtype(), tuple(piece.get_shape())

