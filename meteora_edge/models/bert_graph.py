@@ -64,12 +64,10 @@ class _Graph:
     def __init__(self, onnx: Any) -> None:
         self.onnx, self.helper = onnx, onnx.helper
         self.nodes: list[Any] = []
-        self.initializers: list[Any] = []
+        self.initializers: list[tuple[str, np.ndarray]] = []  # made TensorProtos only inside the model (one copy)
 
     def weight(self, name: str, array: np.ndarray) -> str:
-        from onnx import numpy_helper
-
-        self.initializers.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
+        self.initializers.append((name, array))
         return name
 
     def node(self, op: str, inputs: list[str], name: str, **attributes: Any) -> str:
@@ -206,8 +204,8 @@ def _mlm_head(g: _Graph, t: Any, hidden: str, mask_f: str, eps: float) -> tuple[
     return "logits", "sparse"
 
 
-def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET) -> Any:
-    """The ONNX model (an ``onnx.ModelProto``, checked) of ``checkpoint``.
+def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET, check: bool = True) -> Any:
+    """The ONNX model (an ``onnx.ModelProto``, checked unless ``check`` is false) of ``checkpoint``.
 
     Raises:
         MissingExtraError: onnx is not installed.
@@ -242,12 +240,17 @@ def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET) -> Any:
     names = ("input_ids", "attention_mask") if config.relative_buckets else ("input_ids", "attention_mask", "token_type_ids")
     inputs = [helper.make_tensor_value_info(name, tp.INT64, [_BATCH, _SEQUENCE]) for name in names]
     used = {name for node in g.nodes for name in node.input}
-    initializers = [init for init in g.initializers if init.name in used]
-    graph = helper.make_graph(g.nodes, "bert", inputs, outputs, initializer=initializers)
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", opset)],
+    model = helper.make_model(helper.make_graph(g.nodes, "bert", inputs, outputs),
+                              opset_imports=[helper.make_opsetid("", opset)],
                               producer_name="meteora-edge", producer_version="bert_graph")
+    from onnx import numpy_helper
+
+    for name, array in g.initializers:  # straight into the model: building a graph or a model copies each tensor
+        if name in used:
+            model.graph.initializer.append(numpy_helper.from_array(np.ascontiguousarray(array), name))
     model.ir_version = 8  # what onnxruntime 1.17, the oldest the onnx extra allows, reads
-    onnx.checker.check_model(model)
+    if check:
+        onnx.checker.check_model(model)
     return model
 
 
@@ -258,6 +261,9 @@ def write_bert_onnx(checkpoint: BertCheckpoint, target: str | os.PathLike[str], 
         The graph's output names.
     """
     onnx = _onnx()
-    model = build_bert_graph(checkpoint, opset=opset)
+    model = build_bert_graph(checkpoint, opset=opset, check=False)
+    outputs = [o.name for o in model.graph.output]
     onnx.save(model, str(Path(target)))
-    return [o.name for o in model.graph.output]
+    del model  # checked from the file: the checker would otherwise hold a second serialised copy beside it
+    onnx.checker.check_model(str(Path(target)))
+    return outputs
