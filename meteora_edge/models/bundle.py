@@ -68,7 +68,7 @@ class Component:
     """A model inside a bundle.
 
     Args:
-        kind: ``"encoder"``, ``"cross_encoder"`` or ``"llm"``.
+        kind: ``"encoder"``, ``"sparse_encoder"``, ``"cross_encoder"`` or ``"llm"``.
         files: role → file (e.g. ``{"fp32": …, "int8": …, "tokenizer": …}`` or ``{"model": …}``).
         settings: how to run it (``pooling``, ``normalize``, ``max_length``, ``dimension``,
             ``chat_format``, ``context_size`` …).

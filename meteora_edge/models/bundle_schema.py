@@ -95,6 +95,15 @@ KINDS: Mapping[str, KindSpec] = {
         # a few texts and their fp32 embeddings, so that an int8 variant is checked on the CPU it runs on
         "probe": (_probe, "an object of 'texts' (1 to 16 strings) and 'fp32' (one list of numbers per text)"),
     }),
+    # a learned sparse (SPLADE) encoder: output "sparse" is log(1 + ReLU(MLM logits)) max-pooled over the tokens
+    "sparse_encoder": KindSpec(("tokenizer",), ("fp32", "int8", "int8-dot"), {
+        **_ONNX_COMMON,
+        "dimension": (_int(1, 65_536), "a positive integer up to 65536 (the hidden size)"),
+        "vocabulary": (_int(1, 10_000_000), "a positive integer (the sparse vector's length)"),
+        "inputs": (_STRINGS, "a list of input names"),
+        "output": (_is(str), "an output name"),
+        "logits": (_is(str), "an output name"),
+    }),
     "cross_encoder": KindSpec(("tokenizer",), ("fp32", "int8"), {
         **_ONNX_COMMON,
         "score": (_is(str), "a description"),

@@ -4,7 +4,10 @@
 entry names its role, licence and settings, and where its weights come from: one package
 holding the file (``package``, ``module``, ``weights.path`` inside it), or raw **parts**
 spread over several packages (``parts``: each a package, its module, the part's path inside
-it, size and sha256) that are concatenated in order into ``weights.path``.
+it, size and sha256) that are concatenated in order into ``weights.path``. An encoder's
+``onnx`` recipe names either ready ONNX files by bundle role, or (``onnx.build``) a BERT
+checkpoint's ``weights``, ``config`` and ``tokenizer`` that ``models install`` turns into ONNX
+without torch (:mod:`.encoder_build`).
 
 :func:`fetch_weights` finds each part (an installed package, located and never imported),
 installs the missing ones with pip into a temporary folder (``--no-deps``; ``find_links``
@@ -35,7 +38,8 @@ from typing import Any
 from ..errors import InputError, ModelError
 from ..fileio import read_json_source
 
-__all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "OnnxRecipe", "load_catalog",
+__all__ = ["CATALOG_FORMAT", "CATALOG_FORMAT_VERSION", "CatalogEntry", "CatalogPart", "BuildRecipe", "OnnxRecipe",
+           "load_catalog",
            "find_entry", "locate_part", "pip_install", "fetch_weights"]
 
 logger = logging.getLogger(__name__)
@@ -62,21 +66,49 @@ class CatalogPart:
         return self.package
 
 
+BUILD_FILES = ("weights", "config", "tokenizer")
+BUILD_HEADS = {"encoder": "none", "sparse_encoder": "mlm"}  # the role → the head the graph needs
+BUILD_VARIANTS = ("int8", "int8-dot")
+BUILD_ARCHITECTURES = ("bert", "mpnet")
+
+
 @dataclass(frozen=True)
-class OnnxRecipe:
-    """A ready ONNX encoder assembled from packages: its files by bundle role, each checked.
+class BuildRecipe:
+    """How ``models install`` builds an ONNX encoder from a BERT checkpoint, no torch.
 
     Args:
-        files: bundle role (``int8``, ``fp32``, ``tokenizer`` …) → the part holding it.
+        architecture: ``bert`` or ``mpnet`` (the ones the graph builder writes).
+        head: ``none`` (``last_hidden_state``) or ``mlm`` (also ``logits`` and ``sparse``; BERT only).
+        variants: the int8 variants built beside fp32 (a subset of ``int8``, ``int8-dot``).
+        archive: ``zip`` when the entry's weights (joined from its parts) are a zip archive
+            whose members are the checkpoint's files (``onnx.files`` rows then name a
+            ``member`` instead of a package); else empty.
+    """
+
+    architecture: str
+    head: str
+    variants: tuple[str, ...]
+    archive: str = ""
+
+
+@dataclass(frozen=True)
+class OnnxRecipe:
+    """An ONNX encoder assembled from packages: its files by bundle role, each checked.
+
+    Args:
+        files: bundle role (``int8``, ``fp32``, ``tokenizer`` …) → the part holding it; with
+            ``build``, the checkpoint's ``weights``, ``config`` and ``tokenizer``.
         quantization: what the model file is (recorded in the manifest's settings).
         parity: measured cosines against the exported fp32 model (the manifest's report).
         notes: what the measurement says, for ``models list``.
+        build: set when the ONNX graph is built from the checkpoint at install.
     """
 
     files: Mapping[str, CatalogPart]
     quantization: Mapping[str, Any] = field(default_factory=dict)
     parity: Mapping[str, Any] = field(default_factory=dict)
     notes: str = ""
+    build: BuildRecipe | None = None
 
 
 @dataclass(frozen=True)
@@ -123,17 +155,57 @@ def _part(label: str, number: int, row: object) -> CatalogPart:
                        _field(label, row, "path", str), _field(label, row, "size", int), _sha(label, row.get("sha256")))
 
 
-def _onnx(where: str, data: Mapping[str, Any]) -> OnnxRecipe | None:
+def _member(label: str, number: int, row: object, data: Mapping[str, Any]) -> CatalogPart:
+    """A file inside the entry's zip archive: ``path`` is the member's name, ``package`` the parts' packages."""
+    if not isinstance(row, dict):
+        raise InputError(f"{label} must be an object")
+    parts = data["parts"] if isinstance(data.get("parts"), list) else []
+    packages = " ".join(str(p.get("package")) for p in parts if isinstance(p, dict))
+    return CatalogPart(number, packages, "", _field(label, row, "member", str), _field(label, row, "size", int),
+                       _sha(label, row.get("sha256")))
+
+
+def _build(where: str, raw: Mapping[str, Any], role: str, files: Mapping[str, CatalogPart]) -> BuildRecipe | None:
+    if "build" not in raw:
+        if role != "encoder":
+            raise InputError(f"{where}: a {role} is built from its checkpoint; give onnx.build")
+        return None
+    build = _field(f"{where} onnx", raw, "build", dict)
+    architecture, head = build.get("architecture"), build.get("head")
+    variants = build.get("variants", [])
+    if architecture not in BUILD_ARCHITECTURES:
+        raise InputError(f"{where}: onnx.build.architecture must be one of {', '.join(BUILD_ARCHITECTURES)} (the ones "
+                         f"the builder writes), got {architecture!r}")
+    if build.get("archive", "") not in ("", "zip"):
+        raise InputError(f"{where}: onnx.build.archive must be 'zip' or absent, got {build.get('archive')!r}")
+    if role not in BUILD_HEADS or head != BUILD_HEADS[role]:
+        raise InputError(f"{where}: a {role} is built with head {BUILD_HEADS.get(role)!r}, got {head!r}")
+    if not isinstance(variants, list) or any(v not in BUILD_VARIANTS for v in variants) or len(set(variants)) < len(variants):
+        raise InputError(f"{where}: onnx.build.variants must list some of {', '.join(BUILD_VARIANTS)} once each, "
+                         f"got {variants!r}")
+    if sorted(files) != sorted(BUILD_FILES):
+        raise InputError(f"{where}: a built model's onnx files are {', '.join(BUILD_FILES)}, got {sorted(files)}")
+    return BuildRecipe(architecture=architecture, head=head, variants=tuple(variants), archive=build.get("archive", ""))
+
+
+def _onnx(where: str, data: Mapping[str, Any], role: str) -> OnnxRecipe | None:
     if "onnx" not in data:
         return None
     raw = _field(where, data, "onnx", dict)
     rows = _field(f"{where} onnx", raw, "files", dict)
-    files = {role: _part(f"{where} onnx file {role!r}", number, row)
+    archive = isinstance(raw.get("build"), dict) and raw["build"].get("archive") == "zip"
+    if archive and "parts" not in data:
+        raise InputError(f"{where}: onnx.build.archive needs the archive's 'parts'")
+    files = {role: _member(f"{where} onnx file {role!r}", number, row, data) if archive
+             else _part(f"{where} onnx file {role!r}", number, row)
              for number, (role, row) in enumerate(rows.items(), start=1)}
     if "tokenizer" not in files or len(files) < 2:
         raise InputError(f"{where}: onnx files must name a tokenizer and a model variant, got {sorted(files)}")
+    build = _build(where, raw, role, files)
+    if build is None and not set(files) - {"tokenizer"} <= {"fp32", "int8", "int8-dot"}:
+        raise InputError(f"{where}: ready onnx files are fp32, int8, int8-dot and tokenizer, got {sorted(files)}")
     return OnnxRecipe(files=files, quantization=dict(raw.get("quantization") or {}), parity=dict(raw.get("parity") or {}),
-                      notes=str(raw.get("notes") or ""))
+                      notes=str(raw.get("notes") or ""), build=build)
 
 
 def _entry(position: int, data: object) -> CatalogEntry:
@@ -159,11 +231,12 @@ def _entry(position: int, data: object) -> CatalogEntry:
         parts = [CatalogPart(1, _field(where, data, "package", str), _field(where, data, "module", str), file_path,
                              size, digest)]
         file_name = file_path
+    role = _field(where, data, "role", str)
     return CatalogEntry(
-        name=name, id=_field(where, data, "id", str), role=_field(where, data, "role", str), parts=tuple(parts),
+        name=name, id=_field(where, data, "id", str), role=role, parts=tuple(parts),
         file_name=file_name, size=size, sha256=digest, licence=str(data.get("licence") or ""),
         settings=dict(data.get("settings") or {}), default=bool(data.get("default")),
-        caveat=str(data.get("caveat") or ""), command=str(data.get("export") or ""), onnx=_onnx(where, data),
+        caveat=str(data.get("caveat") or ""), command=str(data.get("export") or ""), onnx=_onnx(where, data, role),
     )
 
 

@@ -18,7 +18,7 @@ from ..documents import check_unicode
 from ..errors import BundleError, ConfigError, MissingExtraError, ModelError
 
 __all__ = ["OPTIMIZATION_LEVELS", "create_session", "load_tokenizer", "tokenize_batch", "check_tokenizer", "feed_for",
-           "encode_padded", "pad_encodings", "onnxruntime_version"]
+           "encode_padded", "pad_encodings", "onnxruntime_version", "write_tokenizer"]
 
 logger = logging.getLogger(__name__)
 
@@ -185,3 +185,28 @@ def feed_for(session: Any, tensors: Mapping[str, np.ndarray]) -> dict[str, np.nd
             )
         feed[spec.name] = value.astype(_NUMPY_TYPES.get(spec.type, np.int64), copy=False)
     return feed
+
+
+def write_tokenizer(source: Path, target: Path, *, max_length: int, extra: str = "onnx") -> int:
+    """Write ``source``'s ``tokenizer.json`` to ``target`` truncating at ``max_length`` and never
+    padding (batches pad dynamically); return the pad id. Shared by the install and the export.
+
+    Raises:
+        MissingExtraError: tokenizers is not installed (``extra`` names the extra to install).
+        ModelError: ``source`` is not a tokenizer file.
+    """
+    try:
+        from tokenizers import Tokenizer
+    except ImportError:
+        raise MissingExtraError("tokenizers", extra) from None
+    try:
+        tokenizer = Tokenizer.from_file(str(source))
+    except Exception as exc:  # tokenizers raises plain Exception subclasses
+        raise ModelError(f"cannot read the tokenizer {source}: {str(exc)[:200]}") from None
+    padding = tokenizer.padding
+    candidates = [padding["pad_id"]] if padding else [tokenizer.token_to_id(t) for t in ("[PAD]", "<pad>")]
+    pad_id = int(next((c for c in candidates if c is not None), 0))
+    tokenizer.no_padding()
+    tokenizer.enable_truncation(max_length=max_length)
+    tokenizer.save(str(target))
+    return pad_id

@@ -17,7 +17,7 @@ ENTRIES = CATALOG["models"]
 def test_catalog_shape():
     assert CATALOG["format"] == "meteora-edge-model-catalog" and CATALOG["format_version"] == 2
     for entry in ENTRIES:
-        assert entry["role"] in ("encoder", "cross_encoder", "llm")
+        assert entry["role"] in ("encoder", "sparse_encoder", "cross_encoder", "llm")
         assert {"name", "id", "install", "licence", "default", "weights"} <= set(entry)
         assert ("parts" in entry) != ("package" in entry and "module" in entry)
         assert "--no-deps" in entry["install"]
