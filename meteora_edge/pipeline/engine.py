@@ -9,7 +9,9 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
    scores together (:mod:`~meteora_edge.pipeline.rerank`);
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none), then the
    token cover: a candidate the ladder did not accept is accepted when it matches words of the
-   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`);
+   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`). Over an
+   index, whose chunks' word-piece vectors would cost a model run each, ECSE's term cover runs
+   in its place (see :data:`INDEX_CANDIDATES`);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
 5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
@@ -483,6 +485,8 @@ class _Run:
             return "verification is off (every selected chunk is accepted)"
         if self.pipe.relevance_scorer is not None and self.cfg.llm_pool is not None:
             return "the LLM rerank judged the best candidates"
+        if self.pipe.index is not None:
+            return INDEX_CANDIDATES
         return None
 
     def _token_cover(self) -> dict[str, Any]:
@@ -697,6 +701,10 @@ def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], t
             f"{first.tokens} tokens so the context is not empty; raise t_max or index with a smaller chunk_size")
 
 
+#: Why the token cover leaves index candidates to ECSE's term cover: an index stores each chunk's pooled vector,
+#: not its word pieces' vectors, and the encoder would have to run again on every chunk of the cover's walk at
+#: each query (seconds over an index of 200-word chunks, where a select otherwise takes tens of milliseconds).
+INDEX_CANDIDATES = "the candidates come from an index (their word-piece vectors are not stored)"
 #: The cross-encoder rung's threshold on its probability when none is given.
 CROSS_ENCODER_TAU = 0.4
 _FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs
