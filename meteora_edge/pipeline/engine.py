@@ -444,9 +444,14 @@ class _Run:
                              rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
+        keywords = self._keywords() if outcome.rung == "cosine" else frozenset()
         for position, passed, score in zip(positions, outcome.passed, outcome.scores):
             verdict = verdicts.get(position)
             record = self.records[position]
+            if not passed and keywords and keywords <= set(pipe.analyzer.tokens(self.texts[position])):
+                passed, used = True, KEYWORDS
+                judged.append((position, passed, score, used))
+                continue
             if verdict is not None:
                 record.verdict = verdict.to_dict()
                 if verdict.is_error:
@@ -455,6 +460,18 @@ class _Run:
                     self.flagged.add(position)
             judged.append((position, passed, score, outcome.rung))
         return judged
+
+    def _keywords(self) -> frozenset[str]:
+        """The query's terms when it is one or two words (a keyword search, not a question), else none.
+
+        The cosine rung compares a chunk with the whole query; a word or two is not like any
+        passage as a whole (MiniLM's cosine of "notice" to a notice clause is about 0.2), so for
+        such a query a chunk holding every term of it (the analyser's: stemmed, no stop words)
+        passes that rung too (``verified_by: keywords``).
+        """
+        if len(self.query.split()) > 2:
+            return frozenset()
+        return frozenset(self.pipe.analyzer.tokens(self.query))
 
     def verify(self) -> None:
         t0 = time.perf_counter()
@@ -701,6 +718,8 @@ def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], t
             f"{first.tokens} tokens so the context is not empty; raise t_max or index with a smaller chunk_size")
 
 
+#: How a chunk passed the cosine rung when it holds every term of a one- or two-word query (see ``_Run._keywords``).
+KEYWORDS = "keywords"
 #: Why the token cover leaves index candidates to ECSE's term cover: an index stores each chunk's pooled vector,
 #: not its word pieces' vectors, and the encoder would have to run again on every chunk of the cover's walk at
 #: each query (seconds over an index of 200-word chunks, where a select otherwise takes tens of milliseconds).
