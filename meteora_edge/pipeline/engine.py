@@ -246,8 +246,10 @@ class _Run:
         """BM25 over the candidates, built once per run and handed to each phase that scores them
         (the candidates' lexical scores, ECSE, the fallback without an index); built again only
         when the candidates grew (an index run adds chunks retrieved for rationales)."""
-        if self._bm25 is None or self._bm25.n_docs != len(self.texts):
+        if self._bm25 is None:
             self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.pipe.analyzer)
+        elif self._bm25.n_docs != len(self.texts):  # candidates are only ever appended: analyse the new ones
+            self._bm25 = self._bm25.extend_texts(self.texts[self._bm25.n_docs:])
         return self._bm25
 
     def _lexical_index(self) -> BM25Index | None:
