@@ -7,7 +7,6 @@ import re
 import subprocess
 import sys
 
-
 from repo_paths import ROOT
 
 
