@@ -7,7 +7,8 @@ Usage: python benchmarks/folder.py --bundle models/bundles/default [--sizes 1000
 The folder is generated: markdown files of a heading and paragraphs of real sentences (the
 HotpotQA and ContractNLI dev contexts when /work/shared/data or ``--sentences`` holds them, else
 synthetic sentences over a Zipf vocabulary), shuffled into new documents so no two chunks are
-alike, and chunked with the defaults of ``index build``. ``--distinct N`` caps the documents that
+alike, and chunked by ``LocalIndex.build``'s defaults (windows of 256 words; ``index build``'s
+are 200: a select's cost does not depend on it, a build's per chunk grows with it). ``--distinct N`` caps the documents that
 are embedded: past N chunks the folder holds copies of the first documents under other names
 (the index stores and searches every copy; the embedding cache, in ``--work``, embeds each text
 once) — building 100,000 distinct chunks with MiniLM on one thread takes hours, and a copy costs
