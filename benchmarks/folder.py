@@ -1,14 +1,15 @@
 """A folder of documents at 10k and 100k chunks: build throughput, then `select --index` latency per phase.
 
 Usage: python benchmarks/folder.py --bundle models/bundles/default [--sizes 10000,100000] [--queries 40]
-                                   [--distinct 10000] [--serve] [--work DIR]
+                                   [--distinct 10000] [--chunk-size 200] [--boundaries words|text]
+                                   [--serve] [--work DIR]
        python benchmarks/folder.py --fast        # tiny sizes, the hashing encoder unless --bundle: a smoke run
 
 The folder is generated: markdown files of a heading and paragraphs of real sentences (the
 HotpotQA and ContractNLI dev contexts when /work/shared/data or ``--sentences`` holds them, else
 synthetic sentences over a Zipf vocabulary), shuffled into new documents so no two chunks are
-alike, and chunked by ``LocalIndex.build``'s defaults (windows of 256 words; ``index build``'s
-are 200: a select's cost does not depend on it, a build's per chunk grows with it). ``--distinct N`` caps the documents that
+alike, and chunked as ``index build`` does (``--chunk-size``, default 200 words, and
+``--boundaries``: ``words`` windows by default, ``text`` to end chunks at paragraphs and sentences). ``--distinct N`` caps the documents that
 are embedded: past N chunks the folder holds copies of the first documents under other names
 (the index stores and searches every copy; the embedding cache, in ``--work``, embeds each text
 once) — building 100,000 distinct chunks with MiniLM on one thread takes hours, and a copy costs
@@ -71,7 +72,8 @@ def synthetic_sentences(n: int, seed: int = 3) -> tuple[list[str], list[str]]:
     return sentences, questions
 
 
-def write_folder(folder: Path, chunks: int, distinct: int, sentences: list[str], seed: int = 5) -> tuple[int, int]:
+def write_folder(folder: Path, chunks: int, distinct: int, sentences: list[str], *, chunk_size: int, boundaries: str,
+                 seed: int = 5) -> tuple[int, int]:
     """Markdown documents (a heading, 3-6 paragraphs of 2-5 sentences) until ``chunks`` chunks; past
     ``distinct`` chunks, copies of the first documents. Returns (chunks, distinct chunks) as chunked."""
     from meteora_edge.index.chunking import chunk_text
@@ -84,7 +86,7 @@ def write_folder(folder: Path, chunks: int, distinct: int, sentences: list[str],
         for _ in range(rng.randint(3, 6)):
             paragraphs.append(" ".join(rng.choice(sentences) for _ in range(rng.randint(2, 5))))
         text = "\n\n".join(paragraphs) + "\n"
-        documents.append((text, len(chunk_text(text))))
+        documents.append((text, len(chunk_text(text, chunk_size, boundaries=boundaries))))
         (folder / f"doc{len(documents):06d}.md").write_text(text, encoding="utf-8")
         made += documents[-1][1]
     unique, copy = made, 0
@@ -146,12 +148,14 @@ def measure(size: int, args: argparse.Namespace, sentences: list[str], questions
     folder, target = work / f"folder-{size}", work / f"index-{size}"
     for leftover in (folder, target):  # this script's own files from an interrupted run in the same --work
         shutil.rmtree(leftover, ignore_errors=True)
-    chunks, unique = write_folder(folder, size, args.distinct or size, sentences)
+    chunks, unique = write_folder(folder, size, args.distinct or size, sentences, chunk_size=args.chunk_size,
+                                  boundaries=args.boundaries)
     runtime = SelectRuntime.load(args.bundle, threads=1)
     found = read_documents([str(folder)])
     documents = found[0] if isinstance(found, tuple) else found
     started = time.perf_counter()
-    index = LocalIndex.build(target, documents, runtime.encoder, bundle=args.bundle)
+    index = LocalIndex.build(target, documents, runtime.encoder, bundle=args.bundle, chunk_size=args.chunk_size,
+                             boundaries=args.boundaries)
     build = time.perf_counter() - started
     print(f"\n{len(index):,} chunks ({unique:,} distinct) from {len(documents):,} files: built in {build:.1f} s, "
           f"{len(index) / build:.0f} chunks/s ({unique / build:.0f} distinct chunks/s embedded)")
@@ -184,6 +188,8 @@ def main() -> None:
     parser.add_argument("--sizes", default="10000,100000", help="chunks per index, comma-separated")
     parser.add_argument("--distinct", type=int, default=10_000, help="at most this many distinct chunks (0: all)")
     parser.add_argument("--queries", type=int, default=40)
+    parser.add_argument("--chunk-size", type=int, default=200, help="words per chunk (index build's default: 200)")
+    parser.add_argument("--boundaries", choices=("words", "text"), default="words", help="where a chunk may end")
     parser.add_argument("--serve", action="store_true", help="also measure serve with 8 concurrent clients")
     parser.add_argument("--sentences", action="append", type=Path, default=None,
                         help="HotpotQA-layout JSON to take sentences and questions from (repeatable)")
@@ -200,6 +206,7 @@ def main() -> None:
     threadpool_limits(limits=1, user_api="blas")  # one thread, as the CLI's --threads 1 holds it
     print(machine_header(("numpy", "onnxruntime", "tokenizers")))
     print(load_line())
+    print(f"chunks: at most {args.chunk_size} words, boundaries {args.boundaries}")
     print(f"encoder: {args.bundle or 'hashing (no bundle)'}; text: "
           f"{', '.join(p.name for p in sources) if sources and not args.fast else 'synthetic sentences'}")
     work = Path(args.work) if args.work else Path(tempfile.mkdtemp(prefix="meteora-folder-"))
