@@ -9,9 +9,9 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
    scores together (:mod:`~meteora_edge.pipeline.rerank`);
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none), then the
    token cover: a candidate the ladder did not accept is accepted when it matches words of the
-   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`). Over an
-   index, whose chunks' word-piece vectors would cost a model run each, ECSE's term cover runs
-   in its place (see :data:`INDEX_CANDIDATES`);
+   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`). Over a
+   stored index, whose chunks' word-piece vectors would cost a model run each, ECSE's term cover
+   runs in its place (see :data:`INDEX_CANDIDATES`);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
 5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
@@ -37,6 +37,7 @@ import numpy as np
 from ..documents import document_texts
 from ..errors import ConfigError, InputError, LocalIndexError, ModelError
 from ..index.corpus_index import CorpusIndex
+from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import STOP_WORDS, Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
@@ -504,7 +505,7 @@ class _Run:
             return "verification is off (every selected chunk is accepted)"
         if self.pipe.relevance_scorer is not None and self.cfg.llm_pool is not None:
             return "the LLM rerank judged the best candidates"
-        if self.pipe.index is not None:
+        if self.pipe.index is not None and not isinstance(self.pipe.index, InMemoryIndex):
             return INDEX_CANDIDATES
         return None
 
@@ -722,10 +723,12 @@ def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], t
 
 #: How a chunk passed the cosine rung when it holds every term of a one- or two-word query (see ``_Run._keywords``).
 KEYWORDS = "keywords"
-#: Why the token cover leaves index candidates to ECSE's term cover: an index stores each chunk's pooled vector,
-#: not its word pieces' vectors, and the encoder would have to run again on every chunk of the cover's walk at
-#: each query (seconds over an index of 200-word chunks, where a select otherwise takes tens of milliseconds).
-INDEX_CANDIDATES = "the candidates come from an index (their word-piece vectors are not stored)"
+#: Why the token cover leaves the candidates of a stored index (a ``LocalIndex``, a Milvus collection) to ECSE's
+#: term cover: it stores each chunk's pooled vector, not its word pieces' vectors, and the encoder would have to
+#: run again on every chunk of the cover's walk at each query (seconds over an index of 200-word chunks, where a
+#: select otherwise takes about 0.1 s). An ``InMemoryIndex`` embedded its texts in this process, and the encoder
+#: keeps their pieces' vectors from that pass, as it does for passages given to :meth:`EvidencePipeline.run`.
+INDEX_CANDIDATES = "the candidates come from a stored index (their word-piece vectors are not stored)"
 #: The cross-encoder rung's threshold on its probability when none is given.
 CROSS_ENCODER_TAU = 0.4
 _FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs
