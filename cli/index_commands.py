@@ -14,6 +14,7 @@ from meteora_edge.index.file_choice import FileChoice
 from meteora_edge.index.skips import plural
 from meteora_edge.errors import InputError, MeteoraError
 from meteora_edge.index.ann_index import ANN_KINDS, EXACT_BELOW, AnnConfig, require_faiss
+from meteora_edge.index.chunking import BOUNDARIES, DEFAULT_BOUNDARIES
 from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 from meteora_edge.pipeline.request import reword
@@ -90,6 +91,9 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
               help="Milvus collection [the .db file's name, e.g. corpus; on a server: meteora_edge].")
 @click.option("--chunk-size", type=click.IntRange(min=1), default=200, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
+@click.option("--boundaries", type=click.Choice(BOUNDARIES), default=DEFAULT_BOUNDARIES, show_default=True,
+              help="Where a chunk may end: after any word (fixed windows), or at a paragraph, list item or "
+                   "sentence break (text; a clause stays whole, --overlap only where a sentence is cut).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index at --out or collection (never anything else).")
 @click.option("--ann", type=click.Choice(ANN_KINDS), default=None,
@@ -99,7 +103,7 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
               help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
 @_reading_and_embedding_options
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
-          chunk_size: int, overlap: int | None, batch_size: int, overwrite: bool, ann: str | None,
+          chunk_size: int, overlap: int | None, boundaries: str, batch_size: int, overwrite: bool, ann: str | None,
           ann_probe: int | None, strict: bool, follow_links: bool, bundle: str | None, threads: int,
           precision: str, progress_mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
           no_ignore_files: bool, max_file_size: int | None, verbose: bool) -> None:
@@ -115,7 +119,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
     \b
     Examples:
       meteora-edge index build examples/ --out corpus.idx --bundle models/bundles/default
-      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --overwrite
+      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --boundaries text --overwrite
       meteora-edge index build ~/Documents --include '*.pdf' --include '*.docx' --exclude 'old/' --out docs.idx
       cat report.pdf | meteora-edge index build - --out report.idx --progress json
     """
@@ -129,7 +133,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
         if location is None:
             try:
                 built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                         batch_size=batch_size, overwrite=overwrite, progress=progress,
+                                         boundaries=boundaries, batch_size=batch_size, overwrite=overwrite, progress=progress,
                                          ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
             except MeteoraError as exc:
                 raise reword(exc, BUILD_NAMES) from None
@@ -138,7 +142,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             from meteora_edge.index.milvus_index import MilvusIndex
 
             built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                      batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
+                                      boundaries=boundaries, batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
             where = location.label
     took = max(time.monotonic() - started, 1e-9)
     report.print_summary()

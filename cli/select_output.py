@@ -12,8 +12,10 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from meteora_edge.models.analyzer import ANALYZERS, DEFAULT_ANALYZER, Analyzer
 from meteora_edge.pipeline.engine import PipelineResult
 from meteora_edge.pipeline.report import DETAILS, passage_records, selection_json
+from meteora_edge.pipeline.snippets import ELLIPSIS, snippet
 
 __all__ = ["DETAILS", "FORMATS", "render"]
 
@@ -22,6 +24,20 @@ FORMATS = ("json", "jsonl", "table", "text")
 
 def _phase_lines(result: PipelineResult) -> list[str]:
     return [f"{p.name:<11} {p.summary}" for p in result.trace.phases]
+
+
+def _analyzer(result: PipelineResult) -> Analyzer:
+    """The run's analyser (its name is in the trace), for finding the query's terms in a passage."""
+    name = str(result.trace.config.get("analyzer") or "").split(":")[0]
+    return ANALYZERS.get(name, DEFAULT_ANALYZER)
+
+
+def _shown(text: str, query: str | None, room: int, analyzer: Analyzer) -> str:
+    """The passage's sentence that matches the query, fitted to ``room`` (its first words without a query)."""
+    if query:
+        return snippet(text, query, width=room, analyzer=analyzer)
+    text = " ".join(text.split())
+    return text if len(text) <= room else text[: room - 1] + ELLIPSIS
 
 
 def _where(row: Mapping[str, Any], *, short: bool = False) -> str:
@@ -52,9 +68,11 @@ def render(
     """The text for stdout (or ``--output``) and the lines for stderr, for one format.
 
     ``json``: the object of :func:`selection_json`. ``jsonl``: one passage record a line (the
-    phase summaries go to stderr). ``table``: a row per passage and a line per phase (``full``:
-    the trace table with every candidate). ``text``: each passage under a citation header,
-    ready to paste into a prompt (phase summaries to stderr). ``ascii_json`` writes JSON with
+    phase summaries go to stderr). ``table``: a row per passage — its sentence that matches the
+    query (:func:`~meteora_edge.pipeline.snippets.snippet`) — and a line per phase (``full``:
+    the trace table with every candidate). ``text``: each passage under a citation header (and,
+    when the matching sentence is not its first, a ``match:`` line quoting it), ready to paste
+    into a prompt (phase summaries to stderr). ``ascii_json`` writes JSON with
     ``\\u`` escapes, for a terminal that is not Unicode.
     """
     if fmt == "json":
@@ -68,8 +86,14 @@ def render(
         if detail == "full":
             return result.trace.to_table(width=width) + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", []
         return _table(rows, result, query, width), []
-    blocks = [f"[{r['rank']}] id {r['id']} · {_where(r)} · score {r['score']:.3f} · {r['tokens']} tokens\n{r['text']}"
-              for r in rows]
+    analyzer = _analyzer(result)
+    blocks = []
+    for r in rows:
+        header = f"[{r['rank']}] id {r['id']} · {_where(r)} · score {r['score']:.3f} · {r['tokens']} tokens"
+        match = _shown(r["text"], query, width, analyzer)
+        if match.startswith(ELLIPSIS):
+            header += f"\nmatch: {match}"
+        blocks.append(f"{header}\n{r['text']}")
     text = "\n\n".join(blocks) + "\n" if blocks else ""
     extra = [result.trace.to_table(width=width)] if detail == "full" else []
     return text, extra + _phase_lines(result)
@@ -82,15 +106,15 @@ def _table(rows: Sequence[Mapping[str, Any]], result: PipelineResult, query: str
         line = f"rationale {r['index']} ({selection['rationale_source']}): " + (f"[{r['label']}] " if r["label"] else "")
         line += r["text"] + (f" | flag: {r['flag_instructions']}" if r["flag_instructions"] else "")
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
-    header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<28} text"
+    header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<28} text (the sentence that matches)"
     lines += [header, "-" * len(header)]
+    analyzer = _analyzer(result)
     for r in rows:
         where = _where(r, short=True)
         where = where if len(where) <= 28 else "…" + where[-27:]
-        room = max(20, width - len(header) + 4)
-        text = " ".join(r["text"].split())
+        room = max(20, width - 56)  # the columns before the text take 55 characters
         lines.append(f"{r['rank']:>3} {str(r['id']):>6} {r['score']:7.3f} {str(r['tokens']):>5}  {where:<28} "
-                     f"{text if len(text) <= room else text[: room - 1] + '…'}")
+                     f"{_shown(r['text'], query, room, analyzer)}")
     if not rows:
         lines.append("(no passage selected)")
     lines += ["", f"{len(rows)} passage{'' if len(rows) == 1 else 's'}, {result.tokens} tokens"] + _phase_lines(result)

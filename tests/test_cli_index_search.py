@@ -76,12 +76,12 @@ def test_search_uses_the_remembered_bundle_and_ranks_like_select(built):
     assert len(hits) == 2 and hits[0]["text"] == DOCS[0]
     assert hits[0]["score"] >= hits[1]["score"]
     assert {"dense_score", "lexical_score", "id", "text"} <= set(hits[0])
-    # the same candidates, scores and order as the pipeline's first phase
+    # the same candidates, scores and order as the pipeline's first phase (default k_init, the search pool)
     index = LocalIndex.load(built["index"])
     from meteora_edge.models.onnx_encoder import OnnxEncoder
 
     encoder = OnnxEncoder.from_bundle(built["bundle"], cache=False)
-    pipeline = EvidencePipeline(PipelineConfig(k_init=2), encoder=encoder, index=index)
+    pipeline = EvidencePipeline(PipelineConfig(), encoder=encoder, index=index)
     trace = pipeline.run("may either party terminate").trace
     retrieval = [c for c in trace.candidates]
     assert [c.text for c in retrieval][:2] == [h["text"] for h in hits]
@@ -163,3 +163,28 @@ def test_library_search_validates_its_arguments():
             search(index, enc, "goods", **kwargs)
     with pytest.raises(ConfigError, match="query must be a non-empty string"):
         search(index, enc, " ")
+
+
+def _hits(index: Path, query: str, k: int) -> list[dict]:
+    result = run("index", "search", str(index), "-q", query, "-k", str(k), "--json")
+    assert result.exit_code == 0, result.output
+    return json.loads(result.stdout)["hits"]
+
+
+def test_search_is_sorted_by_its_score_and_a_score_does_not_depend_on_k(tmp_path):
+    # 90 one-line documents (hashing encoder): more than the search pool, so k = 80 reaches past it
+    words = ["notice", "terminate", "fees", "monthly", "supplier", "goods", "data", "agreement", "party", "days"]
+    documents = [" ".join(words[(i * j + i) % len(words)] for j in range(6)) + f" clause {i}" for i in range(90)]
+    (tmp_path / "docs.json").write_text(json.dumps(documents))
+    built = run("index", "build", str(tmp_path / "docs.json"), "--out", str(tmp_path / "ix"), "--chunk-size", "20")
+    assert built.exit_code == 0, built.output
+    seen: dict[int, float] = {}
+    for k in (1, 2, 3, 10, 50, 80):
+        hits = _hits(tmp_path / "ix", "how much notice ends the agreement", k)
+        scores = [h["score"] for h in hits]
+        assert len(hits) == k and scores == sorted(scores, reverse=True), (k, scores)
+        if k <= 3:
+            assert all(round(s, 3) != 0 for s in scores), (k, scores)
+        for hit in hits:
+            assert seen.setdefault(hit["id"], hit["score"]) == pytest.approx(hit["score"]), (k, hit["id"])
+    assert _hits(tmp_path / "ix", "how much notice ends the agreement", 1)[0]["id"] == max(seen, key=seen.get)

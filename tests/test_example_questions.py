@@ -64,3 +64,14 @@ def test_the_demo_index_question_puts_the_90_day_clause_first(minilm, tmp_path):
     passages = json.loads(result.output)["passages"]
     assert "ninety (90) days' prior written notice" in passages[0]["text"], passages[0]["text"]
     assert sum(p["tokens"] for p in passages) <= 200
+
+
+@pytest.mark.parametrize("query", ["notice", "notice period"])
+def test_a_one_or_two_word_query_over_the_demo_index_returns_the_chunks_that_hold_it(minilm, tmp_path, query):
+    index = tmp_path / "demo.index"
+    built = run("index", "build", str(CORPUS), "--out", str(index), "--bundle", str(minilm), "--no-cache")
+    assert built.exit_code == 0, built.output
+    result = run("select", "--index", str(index), "--bundle", str(minilm), "--no-cache", "-q", query)
+    assert result.exit_code == 0, result.output
+    passages = json.loads(result.output)["passages"]
+    assert passages and all("notice" in p["text"].lower() for p in passages), passages

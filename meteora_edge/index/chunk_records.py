@@ -18,7 +18,7 @@ import numpy as np
 
 from ..errors import InputError
 from ..models.encoders import EncoderLike, embed, normalize_rows
-from .chunking import iter_chunks
+from .chunking import DEFAULT_BOUNDARIES, iter_chunks
 from .corpus import SourceDocument
 from .record_spool import SpooledTexts
 from .vector_spool import VectorSpool
@@ -66,33 +66,36 @@ class _RecordTexts(Sequence[str]):
 
 
 def chunk_records(
-    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> tuple[Sequence[str], list[bytes]]:
     """Chunk every document (streaming, one chunk at a time); return the chunk texts and their serialised records."""
-    texts, lines, _ = chunk_documents(documents, start_id, chunk_size, overlap)
+    texts, lines, _ = chunk_documents(documents, start_id, chunk_size, overlap, boundaries)
     return texts, lines
 
 
 def chunk_documents(
-    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+    documents: Sequence[SourceDocument], start_id: int, chunk_size: int, overlap: int | None,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> tuple[Sequence[str], list[bytes], list[int]]:
     """:func:`chunk_records`, plus how many chunks each document made (in order)."""
     lines: list[bytes] = []
     counts = [0] * len(documents)
-    for position, _, line in chunk_lines(documents, start_id, chunk_size, overlap):
+    for position, _, line in chunk_lines(documents, start_id, chunk_size, overlap, boundaries):
         lines.append(line)
         counts[position] += 1
     return _RecordTexts(lines), lines, counts
 
 
 def chunk_lines(
-    documents: Iterable[SourceDocument], start_id: int, chunk_size: int, overlap: int | None
+    documents: Iterable[SourceDocument], start_id: int, chunk_size: int, overlap: int | None,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> Iterator[tuple[int, str, bytes]]:
     """Chunk every document, one chunk at a time: (the document's position, the chunk's text,
-    its record line) with ids counted from ``start_id``."""
+    its record line) with ids counted from ``start_id`` (``boundaries`` as :func:`~.chunking.chunk_text`)."""
     chunk_id = start_id
     for position, document in enumerate(documents):
-        for chunk in iter_chunks([document.text], chunk_size, overlap):
+        for chunk in iter_chunks([document.text], chunk_size, overlap, boundaries=boundaries):
             yield position, chunk.text, record_line({
                 "id": chunk_id,
                 "text": chunk.text,

@@ -1,8 +1,18 @@
-"""Split a text into overlapping word windows that keep their character offsets.
+"""Split a text into chunks of at most ``chunk_size`` words that keep their character offsets.
+
+Two ways to cut (``boundaries``):
+
+* ``"words"`` (the default): fixed windows of ``chunk_size`` words, each sharing ``overlap`` words with the next.
+* ``"text"``: a chunk ends where the text does — at a paragraph break (a blank
+  line, a heading, a list item), else a sentence end — when one lies in the second half of the
+  window, so a clause, a paragraph or a list item stays whole and its neighbours do not repeat
+  it. Only a sentence too long for the window is cut inside, and then the next chunk starts
+  ``overlap`` words back, as with ``"words"``.
 
 :func:`iter_chunks` streams: it takes the text as blocks (e.g. a file decoded 1 MiB at a
 time) and holds only the current window's text, so memory stays at about one chunk
-whatever the input size. :func:`chunk_text` is the same over one string, as a list.
+whatever the input size. :func:`chunk_text` is the same over one string, as a list. The
+``chunk`` command and every index chunk through these functions.
 """
 
 from __future__ import annotations
@@ -15,10 +25,57 @@ from typing import Any
 from ..documents import Chunk, document_text
 from ..errors import ConfigError, InputError
 
-__all__ = ["chunk_text", "iter_chunks", "check_chunking", "chunk_texts", "find_spanning_chunks", "count_words"]
+__all__ = ["chunk_text", "iter_chunks", "check_chunking", "chunk_texts", "find_spanning_chunks", "count_words",
+           "BOUNDARIES", "DEFAULT_BOUNDARIES", "stored_boundaries", "sentence_spans"]
 
 _WORD = re.compile(r"\S+")
 _SPACE = re.compile(r"\s")
+
+#: How a chunk may end: where the text does (paragraph, heading, list item, sentence) or after any word.
+BOUNDARIES = ("text", "words")
+DEFAULT_BOUNDARIES = "words"
+
+_PARAGRAPH, _SENTENCE = 2, 1  # how strong a break before a word is (0: inside a sentence)
+_BLANK_LINE = re.compile(r"\n[^\S\n]*\n")
+_ITEM = re.compile(r"(?:#{1,6}|[-*+\u2022>|]|\d{1,3}[.)]|[a-zA-Z][.)])$")  # a line opening a heading, item, quote or table row
+_SENTENCE_END = re.compile(r"[.!?\u3002][\"'\u201d\u2019)\]]*$")
+
+
+def _break_before(gap: str, previous: str, word: str) -> int:
+    """How strongly the text breaks between ``previous`` and ``word`` separated by ``gap`` (whitespace)."""
+    if "\n" in gap and (_BLANK_LINE.search(gap) or _ITEM.match(word)):
+        return _PARAGRAPH
+    if _SENTENCE_END.search(previous):
+        first = next((c for c in word if c.isalnum()), "")
+        if first.isupper() or first.isdigit() or (not first and "\n" in gap):
+            return _SENTENCE
+    return 0
+
+
+def stored_boundaries(chunking: Mapping[str, Any]) -> str:
+    """The ``boundaries`` an index's ``chunking`` record names; ``"words"`` for an index written before
+    the record had the key (its chunks were fixed word windows, and its updates must cut the same way)."""
+    value = chunking.get("boundaries", "words")
+    return value if value in BOUNDARIES else "words"
+
+
+def sentence_spans(text: str) -> list[tuple[int, int]]:
+    """``(start, end)`` of each sentence (or paragraph, heading, list item) of ``text``, by the chunker's breaks.
+
+    Example:
+        >>> t = "Fees are due. Either party may end it.\\n\\n# Notices"
+        >>> [t[a:b] for a, b in sentence_spans(t)]
+        ['Fees are due.', 'Either party may end it.', '# Notices']
+    """
+    spans: list[tuple[int, int]] = []
+    previous: re.Match[str] | None = None
+    for match in _WORD.finditer(text):
+        if previous is None or _break_before(text[previous.end() : match.start()], previous.group(), match.group()):
+            spans.append((match.start(), match.end()))
+        else:
+            spans[-1] = (spans[-1][0], match.end())
+        previous = match
+    return spans
 
 
 def count_words(text: str) -> int:
@@ -26,12 +83,15 @@ def count_words(text: str) -> int:
     return sum(1 for _ in _WORD.finditer(text))
 
 
-def check_chunking(chunk_size: int, overlap: int | None) -> int:
+def check_chunking(chunk_size: int, overlap: int | None, boundaries: str = DEFAULT_BOUNDARIES) -> int:
     """Validate the window settings; return the overlap (default ``chunk_size // 10``).
 
     Raises:
-        ConfigError: ``chunk_size`` < 1, or ``overlap`` outside ``0 <= overlap < chunk_size``.
+        ConfigError: ``chunk_size`` < 1, ``overlap`` outside ``0 <= overlap < chunk_size``, or an
+            unknown ``boundaries``.
     """
+    if boundaries not in BOUNDARIES:
+        raise ConfigError(f"boundaries must be one of {', '.join(BOUNDARIES)}, got {boundaries!r}")
     if not isinstance(chunk_size, int) or isinstance(chunk_size, bool) or chunk_size < 1:
         raise ConfigError(f"chunk_size must be an integer >= 1, got {chunk_size!r}")
     if overlap is None:
@@ -94,6 +154,7 @@ def iter_chunks(
     overlap: int | None = None,
     *,
     metadata: Mapping[str, Any] | None = None,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> Iterator[Chunk]:
     """Stream the chunks of a text given as consecutive blocks (see :func:`chunk_text`).
 
@@ -102,43 +163,61 @@ def iter_chunks(
 
     Args:
         blocks: the text, in order, in pieces of any size.
-        chunk_size, overlap, metadata: as :func:`chunk_text`.
+        chunk_size, overlap, metadata, boundaries: as :func:`chunk_text`.
 
     Yields:
         The chunks, in order; offsets count characters from the start of the first block.
 
     Raises:
         InputError: a block is not a string, or the text holds no word (after the last block).
-        ConfigError: ``chunk_size`` or ``overlap`` is out of range (before any block is read).
+        ConfigError: ``chunk_size``, ``overlap`` or ``boundaries`` is out of range (before any block is read).
 
     Example:
         >>> [(c.text, c.start_pos) for c in iter_chunks(["one two thr", "ee four five"], chunk_size=3, overlap=1)]
         [('one two three', 0), ('three four five', 8)]
+        >>> [c.text for c in iter_chunks(["Fees are due. Either party may end it.", " It ends."], chunk_size=6,
+        ...                              boundaries="text")]
+        ['Fees are due.', 'Either party may end it.', 'It ends.']
     """
-    overlap = check_chunking(chunk_size, overlap)
-    step = chunk_size - overlap
+    overlap = check_chunking(chunk_size, overlap, boundaries)
+    by_text = boundaries == "text"
+    lowest = max(1, chunk_size // 2)  # a chunk cut at a break fills at least half the window
     held = _Held()
     window: deque[tuple[int, int]] = deque()
-    fresh = False  # the window holds words that no chunk has covered yet
+    strength: deque[int] = deque()  # the break before each word of the window
+    covered = -1  # where the last chunk ended: the window's words after it are fresh
     emitted = 0
+
+    def chunk(words: int) -> Chunk:
+        begin, end = window[0][0], window[words - 1][1]
+        return Chunk(text=held.slice(begin, end), index=emitted, start_pos=begin, end_pos=end,
+                     metadata=dict(metadata or {}))
+
     for span in _word_spans(blocks, held):
+        if by_text:
+            previous = window[-1] if window else None
+            strength.append(0 if previous is None else _break_before(
+                held.slice(previous[1], span[0]), held.slice(*previous), held.slice(*span)))
         window.append(span)
-        fresh = True
-        if len(window) < chunk_size:
+        if len(window) <= chunk_size:
             continue
-        begin, end = window[0][0], window[-1][1]
-        text = held.slice(begin, end)
-        for _ in range(step):
-            window.popleft()
-        held.drop_before(window[0][0] if window else end)
-        fresh = False
-        yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
+        cut, back = chunk_size, overlap  # a hard cut, after chunk_size words: the next chunk starts overlap words back
+        if by_text:
+            best = max(range(lowest, chunk_size + 1), key=lambda c: (strength[c], c))
+            if strength[best]:
+                cut, back = best, 0
+        made = chunk(cut)
         emitted += 1
-    if fresh:
-        begin, end = window[0][0], window[-1][1]
-        text = held.slice(begin, end)
+        covered = window[cut - 1][1]
+        for _ in range(cut - back):
+            window.popleft()
+            if by_text:
+                strength.popleft()
+        held.drop_before(window[0][0])  # before the chunk goes out: what lies behind the window is let go
+        yield made
+    if window and window[-1][1] > covered:
+        yield chunk(len(window))
         held.blocks.clear()
-        yield Chunk(text=text, index=emitted, start_pos=begin, end_pos=end, metadata=dict(metadata or {}))
     elif not emitted:
         raise InputError("text holds no words; nothing to chunk")
 
@@ -149,39 +228,45 @@ def chunk_text(
     overlap: int | None = None,
     *,
     metadata: Mapping[str, Any] | None = None,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> list[Chunk]:
-    """Split ``text`` into windows of ``chunk_size`` words overlapping by ``overlap`` words.
+    """Split ``text`` into chunks of at most ``chunk_size`` words (see the module doc for ``boundaries``).
 
     A word is a run of non-whitespace (``\\S+``). Each chunk's text is the exact substring of
     ``text`` from its first word to its last, so ``text[c.start_pos:c.end_pos] == c.text``.
 
     Args:
         text: the text to split.
-        chunk_size: words per chunk (>= 1).
-        overlap: words shared by consecutive chunks; default ``chunk_size // 10``; must be
-            smaller than ``chunk_size``.
+        chunk_size: words per chunk at most (>= 1).
+        overlap: words shared by consecutive chunks (with ``"text"`` boundaries, only where a
+            chunk ends inside a sentence); default ``chunk_size // 10``; must be smaller than ``chunk_size``.
         metadata: copied into every chunk's metadata.
+        boundaries: ``"text"`` (end chunks at paragraph and sentence breaks) or ``"words"`` (fixed windows).
 
     Returns:
         The chunks, in order; the last one may be shorter.
 
     Raises:
         InputError: ``text`` is not a string or holds no word.
-        ConfigError: ``chunk_size`` or ``overlap`` is out of range.
+        ConfigError: ``chunk_size``, ``overlap`` or ``boundaries`` is out of range.
 
     Example:
         >>> [c.text for c in chunk_text("a b c d e", chunk_size=3, overlap=1)]
         ['a b c', 'c d e']
+        >>> [c.text for c in chunk_text("1. Term. Two years.\\n\\n2. Fees. Monthly.", chunk_size=5, boundaries="text")]
+        ['1. Term. Two years.', '2. Fees. Monthly.']
     """
     if not isinstance(text, str):
         raise InputError(f"text must be a string, got {type(text).__name__}")
-    return list(iter_chunks([text], chunk_size, overlap, metadata=metadata))
+    return list(iter_chunks([text], chunk_size, overlap, metadata=metadata, boundaries=boundaries))
 
 
 def chunk_texts(
     documents: Iterable[object],
     chunk_size: int = 256,
     overlap: int | None = None,
+    *,
+    boundaries: str = DEFAULT_BOUNDARIES,
 ) -> list[Chunk]:
     """Chunk several documents at once, numbering the chunks 0..N-1 across all of them.
 
@@ -192,7 +277,7 @@ def chunk_texts(
 
     Args:
         documents: texts or documents of any accepted shape (see :mod:`meteora_edge.documents`).
-        chunk_size, overlap: as :func:`chunk_text`.
+        chunk_size, overlap, boundaries: as :func:`chunk_text`.
 
     Raises:
         InputError: a document has no text, or no document holds a word.
@@ -209,7 +294,7 @@ def chunk_texts(
             continue
         own = document.get("metadata") if isinstance(document, Mapping) else getattr(document, "metadata", None)
         base = dict(own) if isinstance(own, Mapping) else {}
-        for local in chunk_text(text, chunk_size, overlap):
+        for local in chunk_text(text, chunk_size, overlap, boundaries=boundaries):
             meta = {**base, "document_index": doc_index, "local_chunk_index": local.index}
             chunks.append(Chunk(local.text, len(chunks), local.start_pos, local.end_pos, meta))
     if not chunks:

@@ -12,7 +12,7 @@ import hashlib
 from collections.abc import Iterator, Sequence
 from typing import Any, Protocol
 
-from .chunking import chunk_text
+from .chunking import chunk_text, stored_boundaries
 from .corpus import SourceDocument
 
 __all__ = ["unseen_documents", "record_file", "source_counts"]
@@ -72,7 +72,8 @@ def unseen_documents(index: _Records, documents: Sequence[SourceDocument]) -> li
     """
     chunking = index.manifest["chunking"]
     per_document = [
-        {_text_hash(c.text) for c in chunk_text(d.text, chunking["chunk_size"], chunking["overlap"])} if d.text.strip() else set()
+        {_text_hash(c.text) for c in chunk_text(d.text, chunking["chunk_size"], chunking["overlap"],
+                                                boundaries=stored_boundaries(chunking))} if d.text.strip() else set()
         for d in documents
     ]
     stored = _stored(index, set().union(*per_document))

@@ -44,7 +44,7 @@ from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSIO
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
 from .sources import SourceEntry, decode_table, table_from_records
 from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync
-from .chunking import count_words
+from .chunking import DEFAULT_BOUNDARIES, check_chunking, count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
@@ -204,6 +204,7 @@ class LocalIndex(LocalReads):
         *,
         chunk_size: int = 256,
         overlap: int | None = None,
+        boundaries: str = DEFAULT_BOUNDARIES,
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
@@ -224,7 +225,8 @@ class LocalIndex(LocalReads):
         ``lock_timeout`` is how many seconds to wait for another writer (default:
         ``$METEORA_EDGE_LOCK_TIMEOUT``, else 60). ``analyzer`` turns the chunks into BM25
         terms and is recorded in the manifest, so queries and later :meth:`add` calls are
-        analysed the same way.
+        analysed the same way. ``chunk_size``, ``overlap`` and ``boundaries`` are as
+        :func:`~meteora_edge.index.chunking.chunk_text`'s and recorded too, so :meth:`add` cuts alike.
 
         Returns:
             The new index, opened.
@@ -241,6 +243,7 @@ class LocalIndex(LocalReads):
             raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
         if not isinstance(batch_size, int) or batch_size < 1:
             raise ConfigError(f"batch_size must be a positive integer, got {batch_size!r}")
+        check_chunking(chunk_size, overlap, boundaries)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
         record = bundle_record(bundle)
@@ -252,7 +255,7 @@ class LocalIndex(LocalReads):
             counts = []
             for document in documents:
                 first = len(records)
-                for _, text, line in chunk_lines([document], first, chunk_size, overlap):
+                for _, text, line in chunk_lines([document], first, chunk_size, overlap, boundaries):
                     records.append(line, len(text))
                     bm25.add_text(text)
                 counts.append(len(records) - first)
@@ -271,7 +274,8 @@ class LocalIndex(LocalReads):
                     "format_version": INDEX_FORMAT_VERSION,
                     "encoder": {"id": encoder_id(encoder), "dimension": int(vectors.shape[1]),
                                 **({"bundle": record} if record else {})},
-                    "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap},
+                    "chunking": {"chunk_size": chunk_size, "overlap": chunk_size // 10 if overlap is None else overlap,
+                                 "boundaries": boundaries},
                     "analyzer": analyzer.record(),
                     "created": utc_now(),
                     "last_write": {"op": "build", "chunks": len(records)},

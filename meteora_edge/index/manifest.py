@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB
+from .chunking import BOUNDARIES
 from ..errors import LocalIndexError
 
 __all__ = [
@@ -149,7 +150,8 @@ _V1_FIELDS: dict[str, Any] = {
     "format_version": _Const(1),
     "encoder": _Object({"id": _Text(512), "dimension": _Integer(1, 1 << 16)},
                        {"bundle": _Object({"path": _Text(4096), "manifest_sha256": _Text(64, _SHA256)})}),
-    "chunking": _Object({"chunk_size": _Integer(1, 1 << 24), "overlap": _Integer(0, 1 << 24)}),
+    "chunking": _Object({"chunk_size": _Integer(1, 1 << 24), "overlap": _Integer(0, 1 << 24)},
+                        {"boundaries": _OneOf(BOUNDARIES)}),
     "count": _Integer(1, 1 << 40),
     "created": _STAMP,
     "updated": _STAMP,

@@ -75,6 +75,7 @@ from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
+from .chunking import DEFAULT_BOUNDARIES, check_chunking, stored_boundaries
 from .content_hashes import source_counts, unseen_documents
 from .corpus import FileChoice, SourceDocument
 from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
@@ -120,7 +121,8 @@ class MilvusIndex:
         self.manifest = {
             "encoder": {"id": properties[_P + "encoder"], "dimension": int(properties[_P + "dimension"]),
                         **_bundle_entry(properties.get(_BUNDLE))},
-            "chunking": {"chunk_size": int(properties[_P + "chunk_size"]), "overlap": int(properties[_P + "overlap"])},
+            "chunking": {"chunk_size": int(properties[_P + "chunk_size"]), "overlap": int(properties[_P + "overlap"]),
+                         "boundaries": stored_boundaries({"boundaries": properties.get(_P + "boundaries")})},
             "created": properties.get(_P + "created"),
         }
         self.analyzer = _analyzer(properties.get(_P + "analyzer"), location.label)
@@ -215,6 +217,7 @@ class MilvusIndex:
         *,
         chunk_size: int = 256,
         overlap: int | None = None,
+        boundaries: str = DEFAULT_BOUNDARIES,
         batch_size: int = 64,
         overwrite: bool = False,
         progress: Progress | None = None,
@@ -236,7 +239,8 @@ class MilvusIndex:
             CollectionError: Milvus refused a step (then the old collection, if any, is unchanged).
             MissingExtraError: pymilvus or milvus-lite is not installed.
         """
-        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap)
+        check_chunking(chunk_size, overlap, boundaries)
+        texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap, boundaries)
         if not lines:
             raise InputError("the documents hold no text to index")
         columns = document_columns(documents)
@@ -254,6 +258,7 @@ class MilvusIndex:
                 _P + "format": MILVUS_FORMAT, _P + "format_version": str(MILVUS_FORMAT_VERSION),
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
                 _P + "chunk_size": str(chunk_size), _P + "overlap": str(chunk_size // 10 if overlap is None else overlap),
+                _P + "boundaries": boundaries,
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 _P + "analyzer": ENGLISH.name, NEXT_ID: str(len(rows)),
                 **({_BUNDLE: json.dumps(record)} if record else {}),

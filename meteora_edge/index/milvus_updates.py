@@ -24,6 +24,7 @@ from ..errors import InputError
 from ..models.encoders import EncoderLike, normalize_rows
 from . import milvus_collection as collection
 from .chunk_records import Progress, chunk_documents, embed_batches
+from .chunking import stored_boundaries
 from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
                                 drop_quietly, insert_rows, switch_in)
 from .milvus_sources import SOURCE_FIELDS, Pending, id_ranges, per_chunk, range_filters, source_columns
@@ -92,7 +93,8 @@ def apply_plan(index: WritableCollection, plan: UpdatePlan, encoder: EncoderLike
     touched = [key for key in plan.touch if key in table]
     documents = [d for a in plan.add for d in a.documents]
     chunking = index.manifest["chunking"]
-    texts, lines, counts = chunk_documents(documents, index.next_id, chunking["chunk_size"], chunking["overlap"])
+    texts, lines, counts = chunk_documents(documents, index.next_id, chunking["chunk_size"], chunking["overlap"],
+                                           stored_boundaries(chunking))
     if index.count - len(removed) + len(lines) == 0:
         raise InputError(f"this would delete every chunk of collection {index.location.label}; drop it instead, "
                          "or build a new one")

@@ -32,6 +32,7 @@ from ..models.bm25 import BM25_VOCAB, BM25Index
 from ..models.encoders import EncoderLike
 from .ann_index import build_ann
 from .chunk_records import Progress, chunk_documents, embed_batches, finite, record_line
+from .chunking import stored_boundaries
 from .corpus import FileChoice, SourceDocument
 from .generations import GenerationWriter, new_generation
 from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE, utc_now
@@ -209,7 +210,8 @@ def apply_update(base: IndexVersion, plan: UpdatePlan, encoder: EncoderLike, *, 
     documents = [d for a in plan.add for d in a.documents]
     chunking = base.manifest["chunking"]
     start = base.id_count
-    texts, lines, counts = chunk_documents(documents, start, chunking["chunk_size"], chunking["overlap"])
+    texts, lines, counts = chunk_documents(documents, start, chunking["chunk_size"], chunking["overlap"],
+                                           stored_boundaries(chunking))
     vectors = _vectors(base, documents, counts, texts, encoder, batch_size, progress)
     ranges = iter(_ranges(documents, counts, start))
     for item in plan.add:

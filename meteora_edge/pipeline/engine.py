@@ -9,7 +9,9 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
    scores together (:mod:`~meteora_edge.pipeline.rerank`);
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none), then the
    token cover: a candidate the ladder did not accept is accepted when it matches words of the
-   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`);
+   query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`). Over a
+   stored index, whose chunks' word-piece vectors would cost a model run each, ECSE's term cover
+   runs in its place (see :data:`INDEX_CANDIDATES`);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
 5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
@@ -35,6 +37,7 @@ import numpy as np
 from ..documents import document_texts
 from ..errors import ConfigError, InputError, LocalIndexError, ModelError
 from ..index.corpus_index import CorpusIndex
+from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import STOP_WORDS, Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
@@ -244,8 +247,10 @@ class _Run:
         """BM25 over the candidates, built once per run and handed to each phase that scores them
         (the candidates' lexical scores, ECSE, the fallback without an index); built again only
         when the candidates grew (an index run adds chunks retrieved for rationales)."""
-        if self._bm25 is None or self._bm25.n_docs != len(self.texts):
+        if self._bm25 is None:
             self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.pipe.analyzer)
+        elif self._bm25.n_docs != len(self.texts):  # candidates are only ever appended: analyse the new ones
+            self._bm25 = self._bm25.extend_texts(self.texts[self._bm25.n_docs:])
         return self._bm25
 
     def _lexical_index(self) -> BM25Index | None:
@@ -442,9 +447,14 @@ class _Run:
                              rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
+        keywords = self._keywords() if outcome.rung == "cosine" else frozenset()
         for position, passed, score in zip(positions, outcome.passed, outcome.scores):
             verdict = verdicts.get(position)
             record = self.records[position]
+            if not passed and keywords and keywords <= set(pipe.analyzer.tokens(self.texts[position])):
+                passed, used = True, KEYWORDS
+                judged.append((position, passed, score, used))
+                continue
             if verdict is not None:
                 record.verdict = verdict.to_dict()
                 if verdict.is_error:
@@ -453,6 +463,18 @@ class _Run:
                     self.flagged.add(position)
             judged.append((position, passed, score, outcome.rung))
         return judged
+
+    def _keywords(self) -> frozenset[str]:
+        """The query's terms when it is one or two words (a keyword search, not a question), else none.
+
+        The cosine rung compares a chunk with the whole query; a word or two is not like any
+        passage as a whole (MiniLM's cosine of "notice" to a notice clause is about 0.2), so for
+        such a query a chunk holding every term of it (the analyser's: stemmed, no stop words)
+        passes that rung too (``verified_by: keywords``).
+        """
+        if len(self.query.split()) > 2:
+            return frozenset()
+        return frozenset(self.pipe.analyzer.tokens(self.query))
 
     def verify(self) -> None:
         t0 = time.perf_counter()
@@ -483,6 +505,8 @@ class _Run:
             return "verification is off (every selected chunk is accepted)"
         if self.pipe.relevance_scorer is not None and self.cfg.llm_pool is not None:
             return "the LLM rerank judged the best candidates"
+        if self.pipe.index is not None and not isinstance(self.pipe.index, InMemoryIndex):
+            return INDEX_CANDIDATES
         return None
 
     def _token_cover(self) -> dict[str, Any]:
@@ -697,6 +721,14 @@ def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], t
             f"{first.tokens} tokens so the context is not empty; raise t_max or index with a smaller chunk_size")
 
 
+#: How a chunk passed the cosine rung when it holds every term of a one- or two-word query (see ``_Run._keywords``).
+KEYWORDS = "keywords"
+#: Why the token cover leaves the candidates of a stored index (a ``LocalIndex``, a Milvus collection) to ECSE's
+#: term cover: it stores each chunk's pooled vector, not its word pieces' vectors, and the encoder would have to
+#: run again on every chunk of the cover's walk at each query (seconds over an index of 200-word chunks, where a
+#: select otherwise takes about 0.1 s). An ``InMemoryIndex`` embedded its texts in this process, and the encoder
+#: keeps their pieces' vectors from that pass, as it does for passages given to :meth:`EvidencePipeline.run`.
+INDEX_CANDIDATES = "the candidates come from a stored index (their word-piece vectors are not stored)"
 #: The cross-encoder rung's threshold on its probability when none is given.
 CROSS_ENCODER_TAU = 0.4
 _FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs

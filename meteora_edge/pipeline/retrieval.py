@@ -2,7 +2,9 @@
 
 The pipeline's first phase (:mod:`.engine`) and ``meteora-edge index search`` both call
 :func:`index_candidates`, so a search shows exactly the candidates, scores and order a
-``select --index`` run starts from.
+``select --index`` run with the default ``k_init`` starts from. A search scores its hits over
+that same pool of :data:`SEARCH_POOL` candidates whatever ``k`` is: the hybrid score standardises
+cosine and BM25 over the pool, so a chunk's score and the order of the hits do not change with ``k``.
 
 Example:
     >>> from meteora_edge import HashingEncoder
@@ -25,7 +27,10 @@ from ..index.corpus_index import CorpusIndex
 from ..models.encoders import EncoderLike, embed
 from ..selection.stages import SCORINGS, fuse_scores
 
-__all__ = ["Hit", "cosines", "index_candidates", "fused", "search"]
+__all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search"]
+
+#: The candidates a search scores its hits over (the pipeline's default ``k_init``).
+SEARCH_POOL = 50
 
 
 def cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
@@ -116,11 +121,31 @@ def search(
     if scoring not in SCORINGS:
         raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     query_vector = np.asarray(embed(encoder, [query])[0], dtype=np.float32)
-    ids, dense, lexical = index_candidates(index, query, query_vector, k, scoring=scoring, lexical_weight=lexical_weight)
-    scores = fused(dense, lexical, scoring=scoring, lexical_weight=lexical_weight)
-    hits = []
-    for position, record in enumerate(index.records(ids[:k])):
-        hits.append(Hit(id=int(ids[position]), text=str(record["text"]), score=float(scores[position]),
-                        dense=float(dense[position]), lexical=None if lexical is None else float(lexical[position]),
-                        record=dict(record)))
-    return hits
+    ids, dense, lexical = index_candidates(index, query, query_vector, SEARCH_POOL, scoring=scoring,
+                                           lexical_weight=lexical_weight)
+    reference = (dense, lexical)
+    if k > len(ids) and len(ids) >= SEARCH_POOL:  # more than the pool: the wider set, scored on the pool's scale
+        ids, dense, lexical = index_candidates(index, query, query_vector, k, scoring=scoring,
+                                               lexical_weight=lexical_weight)
+    scores = _scaled(dense, lexical, reference, scoring=scoring, lexical_weight=lexical_weight)
+    order = np.lexsort((np.arange(len(ids)), -scores))[:k]
+    records = index.records([ids[i] for i in order])
+    return [Hit(id=int(ids[i]), text=str(record["text"]), score=float(scores[i]), dense=float(dense[i]),
+                lexical=None if lexical is None else float(lexical[i]), record=dict(record))
+            for i, record in zip(order, records)]
+
+
+def _scaled(dense: np.ndarray, lexical: np.ndarray | None, reference: tuple[np.ndarray, np.ndarray | None], *,
+            scoring: str, lexical_weight: float) -> np.ndarray:
+    """:func:`fused` scores of ``dense``/``lexical``, each part standardised by the mean and spread of
+    ``reference`` (the search pool's own scores), so the wider set of a large ``k`` keeps the pool's scale."""
+    if lexical is None or len(dense) == 0:
+        return np.asarray(dense, dtype=np.float64)
+
+    def z(values: np.ndarray, like: np.ndarray) -> np.ndarray:
+        like = np.asarray(like, dtype=np.float64)
+        spread = float(like.std()) if np.ptp(like) > 0 else 0.0
+        return (np.asarray(values, dtype=np.float64) - like.mean()) / spread if spread else np.zeros(len(values))
+
+    lexical_z = z(lexical, reference[1])  # type: ignore[arg-type]
+    return lexical_z if scoring == "lexical" else z(dense, reference[0]) + lexical_weight * lexical_z

@@ -3,6 +3,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from meteora_edge import Chunk, ConfigError, InputError, chunk_text, chunk_texts, find_spanning_chunks
+from meteora_edge.index.chunking import iter_chunks, sentence_spans
 
 
 def test_windows_overlap_and_keep_offsets():
@@ -222,3 +223,55 @@ def test_find_spanning_chunks_refuses_chunks_without_offsets_of_any_kind():
     with pytest.raises(InputError) as info:
         find_spanning_chunks(0, 1, ["plain text"])
     assert str(info.value) == "chunks must be Chunk objects or mappings with start_pos/end_pos, got str"
+
+
+# -- boundaries="text": chunks end where the text does ------------------------------------------------
+
+CLAUSES = ("# Agreement\n\n1. Term. The agreement runs two years.\n\n2. Fees. Fees are due monthly. "
+           "Late fees bear interest.\n\n3. Termination. Either party may terminate on ninety days notice.\n\n"
+           "4. Notices. Notices are written.\n")
+
+
+def test_text_boundaries_keep_each_clause_whole_and_keep_offsets():
+    chunks = chunk_text(CLAUSES, chunk_size=14, boundaries="text")
+    assert [c.text.split(".")[0] for c in chunks] == ["# Agreement\n\n1", "2", "3", "4"]
+    for c in chunks:
+        assert CLAUSES[c.start_pos:c.end_pos] == c.text and len(c.text.split()) <= 14
+    # the fixed windows cut the termination clause in two
+    assert not any("Either party may terminate on ninety days notice" in c.text
+                   for c in chunk_text(CLAUSES, chunk_size=14, boundaries="words"))
+    assert any("3. Termination. Either party may terminate on ninety days notice." == c.text for c in chunks)
+
+
+def test_text_boundaries_fall_back_to_sentences_then_to_words_with_overlap():
+    text = "Alpha beta gamma. Delta epsilon zeta eta. Then " + " ".join(f"w{i}" for i in range(12))
+    chunks = chunk_text(text, chunk_size=6, overlap=2, boundaries="text")
+    assert chunks[0].text == "Alpha beta gamma." and chunks[1].text == "Delta epsilon zeta eta."
+    words = [c.text.split() for c in chunks[2:]]  # one sentence longer than the window: word windows that overlap
+    assert all(len(w) <= 6 for w in words) and all(a[-2:] == b[:2] for a, b in zip(words, words[1:]))
+    assert words[0][0] == "Then" and words[-1][-1] == "w11"
+
+
+@pytest.mark.parametrize("cuts", [[], [5, 40], [1, 2, 3, 60, 61], list(range(1, len(CLAUSES), 7))])
+def test_text_boundaries_stream_over_blocks_like_one_string(cuts):
+    blocks = [CLAUSES[a:b] for a, b in zip([0, *cuts], [*cuts, len(CLAUSES)])]
+    streamed = [(c.text, c.start_pos, c.end_pos) for c in iter_chunks(blocks, 9, 2, boundaries="text")]
+    assert streamed == [(c.text, c.start_pos, c.end_pos) for c in chunk_text(CLAUSES, 9, 2, boundaries="text")]
+
+
+def test_sentence_spans_split_at_sentences_paragraphs_and_items():
+    text = "Ltd. (the Provider) signs. It pays.\n- first item\n- second item\n\nNew paragraph"
+    assert [text[a:b] for a, b in sentence_spans(text)] == [
+        "Ltd. (the Provider) signs.", "It pays.", "- first item", "- second item", "New paragraph"]
+
+
+def test_unknown_boundaries_are_refused():
+    with pytest.raises(ConfigError, match="boundaries must be one of text, words, got 'lines'"):
+        chunk_text("a b c", boundaries="lines")
+
+
+def test_an_index_without_a_boundaries_record_keeps_cutting_fixed_windows():
+    from meteora_edge.index.chunking import stored_boundaries
+
+    assert stored_boundaries({"chunk_size": 4, "overlap": 1}) == "words"  # written before the record had the key
+    assert stored_boundaries({"chunk_size": 4, "overlap": 1, "boundaries": "text"}) == "text"

@@ -383,3 +383,32 @@ def test_a_truncated_chunk_is_not_a_cut(table_encoder):
     assert result.passages == ["either party may terminate", "terminate on"]
     assert [(c.tokens, c.budget, c.kept) for c in result.trace.candidates] == [(4, "kept", True),
                                                                                (2, "truncated", True)]
+
+
+# -- a one- or two-word query: the chunks holding its words pass the cosine rung ---------------------
+
+NOTICES = {"either party may terminate on ninety days written notice": [0.0, 1.0, 0.0],
+           "notices are delivered by hand": [0.0, 0.0, 1.0],
+           "fees are due monthly": [0.0, 0.6, 0.8]}
+
+
+@pytest.mark.parametrize(("query", "kept"), [
+    ("notice", {0, 1}),  # "notices" stems to the query's term
+    ("written notice", {0}),  # both words: only the termination clause holds them
+    ("NOTICE?", {0, 1}),
+])
+def test_a_keyword_query_keeps_the_chunks_holding_its_words_that_the_cosine_rung_rejects(table_encoder, query, kept):
+    encoder = table_encoder({query: [1.0, 0.0, 0.0], **NOTICES})  # every chunk has cosine 0 to the query
+    config = PipelineConfig(**PLAIN, verification="cosine", tau_relevance=0.3, n_min=None, theta_redundancy=None,
+                            t_max=None)
+    result = EvidencePipeline(config, encoder=encoder).run(query, passages=list(NOTICES))
+    assert set(result.ids) == kept
+    assert {r.verified_by for r in result.trace.candidates if r.verified} == {engine.KEYWORDS}
+    assert result.trace.phase("verify").summary == f"rung cosine: {len(kept)} of 3 accepted"
+
+
+def test_a_question_of_three_words_or_more_is_still_judged_by_its_cosine(table_encoder):
+    query = "the written notice"
+    encoder = table_encoder({query: [1.0, 0.0, 0.0], **NOTICES})
+    config = PipelineConfig(**PLAIN, verification="cosine", tau_relevance=0.3, n_min=None, t_max=None)
+    assert EvidencePipeline(config, encoder=encoder).run(query, passages=list(NOTICES)).ids == []

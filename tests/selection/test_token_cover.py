@@ -327,3 +327,28 @@ def test_after_an_llm_rerank_near_duplicates_are_dropped_by_cosine_alone():
     phase = next(p for p in result.trace.phases if p.name == "prioritise")
     assert result.ids == [0] and phase.details["dropped"] == {"1": 0, "2": 0}  # 1 would bring "kappa"
     assert "spared" not in phase.details and encoder.runs == []
+
+
+def test_over_a_stored_index_the_term_cover_stands_in_and_the_encoder_never_runs_on_a_chunk(tmp_path):
+    """A stored index holds pooled vectors, not word pieces' vectors: the token cover would run the encoder on every
+    chunk of its walk at each query (seconds over an index of 200-word chunks). ECSE's term cover runs instead; over
+    an in-memory index, embedded in this process (as ``eval`` builds one per question), the token cover still runs."""
+    from meteora_edge.index.corpus import SourceDocument
+    from meteora_edge.index.local_index import LocalIndex
+    from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline.engine import INDEX_CANDIDATES
+
+    encoder = PieceEncoder()
+    stored = LocalIndex.build(tmp_path / "ix", [SourceDocument(f"d{i}", t) for i, t in enumerate(CHUNKS)], encoder)
+    settings = {"scoring": "dense", "verification": "cosine", "tau_relevance": 0.8, "n_min": None, "t_max": None,
+                "token_cover": 0.05, "cover_z": -5.0, "cover_lead": 100.0, "rationales": "query"}
+    result = EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=stored).run(QUERY)
+    selection = result.trace.phase("selection").details
+    assert selection["term_cover"] == f"on: {INDEX_CANDIDATES}"
+    assert result.trace.phase("verify").details["token_cover"]["skipped"] == INDEX_CANDIDATES
+    assert selection["ecse"]["cut"]["covering"] == [1]  # "Kappa seeds." holds the word chunk 0 lacks
+    assert result.trace.candidates[1].chosen_by == "term cover"
+    assert encoder.runs == []  # no word-piece vectors computed for any chunk (nor for the query)
+    in_memory = EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=InMemoryIndex(CHUNKS, encoder))
+    assert in_memory.run(QUERY).trace.phase("verify").details["token_cover"]["added"] == [1]
+    assert encoder.runs
