@@ -76,7 +76,7 @@ if [ -z "$wheel" ] && [ -z "$requested" ]; then
   # the default: a wheel built with any list will do if it carries this CPU's level
   for candidate in "$cache"/cpu-variants-"$version"-*/llama_cpp_python-"$version"-*.whl; do
     [ -f "$candidate" ] || continue
-    if unzip -l "$candidate" | grep -q "llama_cpp/lib/libggml-cpu-$level\.so"; then
+    if unzip -l "$candidate" | grep "llama_cpp/lib/libggml-cpu-$level\.so" >/dev/null; then
       wheel=$candidate
       folder=$(dirname "$candidate")
       echo "reusing the cached $(basename "$folder") wheel, which has this CPU's level ($level)" >&2
@@ -122,7 +122,8 @@ PY
     CMAKE_BUILD_PARALLEL_LEVEL=$(nproc) \
     pip wheel --no-deps --no-cache-dir -w "$tmp/out" "$src" >&2
   built=$(ls "$tmp"/out/llama_cpp_python-"$version"-*.whl | head -n 1)
-  if ! unzip -l "$built" | grep -q 'llama_cpp/lib/libggml-cpu-.*\.so'; then
+  # grep without -q reads the whole listing: with pipefail, -q stopping early would fail unzip by SIGPIPE
+  if ! unzip -l "$built" | grep 'llama_cpp/lib/libggml-cpu-.*\.so' >/dev/null; then
     echo "Error: the built wheel has no llama_cpp/lib/libggml-cpu-*.so backends; not caching it" >&2
     exit 1
   fi
