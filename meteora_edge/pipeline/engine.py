@@ -10,8 +10,8 @@ Phases (each recorded in the :class:`~meteora_edge.pipeline.trace.Trace`):
 3. ``verify``     — the verification ladder (LLM → cross-encoder → cosine → none), then the
    token cover: a candidate the ladder did not accept is accepted when it matches words of the
    query that no accepted chunk matches (:mod:`~meteora_edge.selection.token_cover`). Over a
-   stored index, whose chunks' word-piece vectors would cost a model run each, ECSE's term cover
-   runs in its place (see :data:`INDEX_CANDIDATES`);
+   stored index, whose chunks' word-piece vectors cost a model run each, it reads at most five
+   short candidates, and over long ones ECSE's term cover runs in its place (see :data:`INDEX_CANDIDATES`);
 4. ``fallback``   — BM25 when fewer than ``n_min`` chunks survive; its hits are judged by the
    same rung, so nothing enters the context unverified;
 5. ``prioritise`` — order by the priority score, drop chunks whose cosine to a kept one exceeds ``theta``;
@@ -230,6 +230,7 @@ class _Run:
         self.cover: QueryCover | None = None  # the token cover's, when it ran (prioritisation asks it too)
         self.priority: dict[int, tuple[float, str]] = {}
         self._bm25: BM25Index | None = None
+        self._long: bool | None = None  # see _long_candidates
 
     def _phase(self, name: str, started: float, summary: str, **details: Any) -> None:
         self.trace.phases.append(PhaseRecord(name, (time.perf_counter() - started) * 1000, summary, details))
@@ -505,9 +506,23 @@ class _Run:
             return "verification is off (every selected chunk is accepted)"
         if self.pipe.relevance_scorer is not None and self.cfg.llm_pool is not None:
             return "the LLM rerank judged the best candidates"
-        if self.pipe.index is not None and not isinstance(self.pipe.index, InMemoryIndex):
+        if self._stored_index() and self._long_candidates():
             return INDEX_CANDIDATES
         return None
+
+    def _stored_index(self) -> bool:
+        """Whether the candidates come from a stored index (a ``LocalIndex``, a Milvus collection), whose
+        chunks' word-piece vectors the token cover must compute again at each query."""
+        return self.pipe.index is not None and not isinstance(self.pipe.index, InMemoryIndex)
+
+    def _long_candidates(self) -> bool:
+        """Whether the candidates' median length is over :data:`SHORT_CHUNK_PIECES` word pieces (counted
+        once per run by the tokenizer alone; False for an encoder without word pieces)."""
+        if self._long is None:
+            pieces = getattr(self.pipe.encoder, "pieces", None)
+            counts = [len(p) for p in pieces(self.texts)] if pieces is not None and self.texts else [0]
+            self._long = float(np.median(counts)) > SHORT_CHUNK_PIECES
+        return self._long
 
     def _token_cover(self) -> dict[str, Any]:
         """Accept the candidates that bring query words no accepted chunk matches (see the module doc).
@@ -538,7 +553,8 @@ class _Run:
         stop = STOP_WORDS if self.pipe.analyzer.stop_words == "english" else frozenset()
         cover = self.cover = cover_query(self.pipe.encoder, self.query, self.texts,
                             np.array([r.ecse_score for r in self.records]), self.accepted, eligible,
-                            min_gain=cfg.token_cover, z_min=cfg.token_cover_z, stop_words=stop)
+                            min_gain=cfg.token_cover, z_min=cfg.token_cover_z, stop_words=stop,
+                            max_walk=STORED_INDEX_WALK if self._stored_index() else None)
         if cover.skipped:
             return {**details, "skipped": cover.skipped}
         added, refused = list(zip(cover.added, cover.gains, cover.words)), []
@@ -723,12 +739,18 @@ def _cut_to_fit_note(decisions: Sequence[PackDecision], labels: Sequence[Any], t
 
 #: How a chunk passed the cosine rung when it holds every term of a one- or two-word query (see ``_Run._keywords``).
 KEYWORDS = "keywords"
-#: Why the token cover leaves the candidates of a stored index (a ``LocalIndex``, a Milvus collection) to ECSE's
-#: term cover: it stores each chunk's pooled vector, not its word pieces' vectors, and the encoder would have to
-#: run again on every chunk of the cover's walk at each query (seconds over an index of 200-word chunks, where a
-#: select otherwise takes about 0.1 s). An ``InMemoryIndex`` embedded its texts in this process, and the encoder
-#: keeps their pieces' vectors from that pass, as it does for passages given to :meth:`EvidencePipeline.run`.
-INDEX_CANDIDATES = "the candidates come from a stored index (their word-piece vectors are not stored)"
+#: Why the token cover leaves long candidates of a stored index (a ``LocalIndex``, a Milvus collection) to ECSE's
+#: term cover: the index stores each chunk's pooled vector, not its word pieces' vectors, so the encoder runs again
+#: on every chunk the cover reads, at each query: a few milliseconds for a sentence, tens for a 200-word chunk
+#: (seconds over a walk of such chunks, where a select otherwise takes about 0.1 s). Over short candidates
+#: (sentences, facts: a median of :data:`SHORT_CHUNK_PIECES` word pieces or fewer) the token cover runs, its walk
+#: cut to :data:`STORED_INDEX_WALK` chunks. An ``InMemoryIndex`` embedded its texts in this process, and the
+#: encoder keeps their pieces' vectors from that pass, as it does for passages given to :meth:`EvidencePipeline.run`.
+INDEX_CANDIDATES = "the candidates are long chunks of a stored index (their word-piece vectors are not stored)"
+#: Candidates of a stored index at most this long (median word pieces) keep the token cover.
+SHORT_CHUNK_PIECES = 64
+#: Over a stored index, the token cover reads at most this many candidates beyond the accepted ones.
+STORED_INDEX_WALK = 5
 #: The cross-encoder rung's threshold on its probability when none is given.
 CROSS_ENCODER_TAU = 0.4
 _FALLBACK_POOL = 3  # the fallback judges at most this many BM25 hits per chunk it needs

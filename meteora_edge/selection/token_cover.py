@@ -168,6 +168,7 @@ def cover_query(
     min_gain: float,
     z_min: float,
     stop_words: frozenset[str],
+    max_walk: int | None = None,
 ) -> QueryCover:
     """Run the token cover for ``query`` over the candidates ``texts``.
 
@@ -176,7 +177,8 @@ def cover_query(
     query's word pieces, given ``kept``, by ``min_gain`` (:func:`token_cover`). The piece weights
     are IDF over every candidate (tokenising only); the encoder runs on the query, ``kept`` and
     the walk alone. It needs an encoder with ``pieces`` and ``token_vectors`` (the ONNX encoder)
-    and at least one kept chunk; otherwise nothing is added and ``skipped`` says why.
+    and at least one kept chunk; otherwise nothing is added and ``skipped`` says why. ``max_walk``
+    cuts the walk to its best chunks (each costs an encoder run over its text).
     """
     if not has_word_pieces(encoder):
         return QueryCover(skipped=NO_WORD_PIECES)
@@ -189,6 +191,8 @@ def cover_query(
     z = standardise(values)
     allowed = {int(p) for p in eligible} - {int(p) for p in kept}
     walk = [int(p) for p in np.lexsort((np.arange(len(values)), -values)) if z[p] >= z_min and int(p) in allowed]
+    if max_walk is not None:
+        walk = walk[:max_walk]
     if not walk:
         return QueryCover(matcher=matcher)
     weights = matcher.weights

@@ -329,15 +329,19 @@ def test_after_an_llm_rerank_near_duplicates_are_dropped_by_cosine_alone():
     assert "spared" not in phase.details and encoder.runs == []
 
 
-def test_over_a_stored_index_the_term_cover_stands_in_and_the_encoder_never_runs_on_a_chunk(tmp_path):
+def test_over_a_stored_index_of_long_chunks_the_term_cover_stands_in_and_the_encoder_never_runs_on_a_chunk(
+        tmp_path, monkeypatch):
     """A stored index holds pooled vectors, not word pieces' vectors: the token cover would run the encoder on every
-    chunk of its walk at each query (seconds over an index of 200-word chunks). ECSE's term cover runs instead; over
-    an in-memory index, embedded in this process (as ``eval`` builds one per question), the token cover still runs."""
+    chunk of its walk at each query (seconds over an index of 200-word chunks). Over long chunks ECSE's term cover
+    runs instead; over an in-memory index, embedded in this process (as ``eval`` builds one per question), the token
+    cover still runs."""
     from meteora_edge.index.corpus import SourceDocument
     from meteora_edge.index.local_index import LocalIndex
     from meteora_edge.index.memory_index import InMemoryIndex
+    from meteora_edge.pipeline import engine
     from meteora_edge.pipeline.engine import INDEX_CANDIDATES
 
+    monkeypatch.setattr(engine, "SHORT_CHUNK_PIECES", 2)  # these chunks of 2-4 pieces count as long
     encoder = PieceEncoder()
     stored = LocalIndex.build(tmp_path / "ix", [SourceDocument(f"d{i}", t) for i, t in enumerate(CHUNKS)], encoder)
     settings = {"scoring": "dense", "verification": "cosine", "tau_relevance": 0.8, "n_min": None, "t_max": None,
@@ -352,3 +356,25 @@ def test_over_a_stored_index_the_term_cover_stands_in_and_the_encoder_never_runs
     in_memory = EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=InMemoryIndex(CHUNKS, encoder))
     assert in_memory.run(QUERY).trace.phase("verify").details["token_cover"]["added"] == [1]
     assert encoder.runs
+
+
+def test_over_a_stored_index_of_short_chunks_the_token_cover_reads_only_the_best_few(tmp_path, monkeypatch):
+    """Sentences and facts cost the encoder little: over a stored index of short chunks the token cover runs, and
+    its walk stops after STORED_INDEX_WALK candidates (each one an encoder run at each query)."""
+    from meteora_edge.index.corpus import SourceDocument
+    from meteora_edge.index.local_index import LocalIndex
+    from meteora_edge.pipeline import engine
+
+    encoder = PieceEncoder()
+    stored = LocalIndex.build(tmp_path / "ix", [SourceDocument(f"d{i}", t) for i, t in enumerate(CHUNKS)], encoder)
+    settings = {"scoring": "dense", "verification": "cosine", "tau_relevance": 0.8, "n_min": None, "t_max": None,
+                "token_cover": 0.05, "token_cover_z": -100.0, "rationales": "query"}
+    result = EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=stored).run(QUERY)
+    cover = result.trace.phase("verify").details["token_cover"]
+    assert "skipped" not in cover and cover["added"] == [1]  # chunk 1, "Kappa seeds."
+    read = [t for run in encoder.runs for t in run if t != QUERY]
+    assert len(read) <= 1 + engine.STORED_INDEX_WALK  # the accepted chunk and the walk's best five, of 14
+    monkeypatch.setattr(engine, "STORED_INDEX_WALK", 14)
+    encoder.runs.clear()
+    EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=stored).run(QUERY)
+    assert len([t for run in encoder.runs for t in run if t != QUERY]) > 1 + 5  # uncut, it reads more
