@@ -161,6 +161,8 @@ class OnnxSparseEncoder:
             BundleError: no such component, another kind, missing or tampered files.
             ModelError: the graph is not a sparse encoder's.
         """
+        if precision not in ("auto", *_VARIANTS):
+            raise ConfigError(f"precision must be one of auto, {', '.join(_VARIANTS)}, got {precision!r}")
         bundle = path if isinstance(path, Bundle) else Bundle.load(path)
         comp = bundle.component(component)
         if comp.kind != SPARSE_KIND:

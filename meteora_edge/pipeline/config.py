@@ -43,9 +43,9 @@ class PipelineConfig:
         lexical_weight: weight of the lexical part (BM25 or the sparse model) in the hybrid score.
         lexical_scorer: what the lexical part of the score is — ``"bm25"`` (Okapi BM25 over the
             analyser's terms, model-free), ``"sparse"`` (the dot product of learned sparse
-            vectors, SPLADE: needs a bundle with a ``sparse_encoder``) or ``"auto"`` (the index's
-            own; for given passages the sparse model when the encoder carries one, else BM25).
-            The fallback phase always uses BM25.
+            vectors, SPLADE: needs a bundle with a ``sparse_encoder``) or ``"auto"`` (the one the
+            index was built with; for given passages BM25, see
+            :data:`~meteora_edge.pipeline.retrieval.AUTO_FOR_PASSAGES`). The fallback phase always uses BM25.
         rationales: where the rationales come from when none are given — ``"auto"`` (the
             generator's when there is one, else the question's parts and a second hop written
             by rule, see :mod:`meteora_edge.selection.auto_rationales`), ``"query"`` (the

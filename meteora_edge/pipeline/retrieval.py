@@ -28,37 +28,41 @@ from ..models.encoders import EncoderLike, embed
 from ..models.sparse_encoder import sparse_encoder_of
 from ..selection.stages import SCORINGS, fuse_scores
 
-__all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search", "lexical_search", "resolve_lexical_scorer"]
+__all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search", "lexical_search",
+           "resolve_lexical_scorer", "AUTO_FOR_PASSAGES"]
 
 #: The candidates a search scores its hits over (the pipeline's default ``k_init``).
 SEARCH_POOL = 50
 
+#: What ``lexical_scorer="auto"`` is for given passages, the sparse model at hand or not. Chosen on the
+#: two dev sets (docs/sparse.md): fused with MiniLM, the sparse model did not beat BM25 on both.
+AUTO_FOR_PASSAGES = "bm25"
 
 
 def resolve_lexical_scorer(setting: str, *, sparse_encoder: object | None, index: object | None = None) -> str:
     """What the lexical half of the hybrid score is for a run: ``"bm25"`` or ``"sparse"``.
 
     ``"auto"`` follows the index (the lexical scorer it recorded at build time: a query is scored
-    as its index was), and for given passages takes the sparse model when there is one. An
-    explicit ``"sparse"`` needs the sparse model, and an index built with sparse postings by it;
-    BM25 is always possible (every index keeps BM25 postings, and given passages need no model).
+    as its index was), and for given passages is :data:`AUTO_FOR_PASSAGES`. An explicit
+    ``"sparse"`` needs the sparse model, and over an index the index's sparse postings; BM25 is
+    always possible (every index keeps BM25 postings, and given passages need no model).
 
     Raises:
         ConfigError: ``"sparse"`` without a sparse model, or over an index without sparse postings.
     """
     recorded = getattr(index, "lexical_scorer", "bm25") if index is not None else None
     if setting == "auto":
-        if recorded is not None:
-            setting = recorded if recorded == "bm25" or sparse_encoder is not None else "bm25"
-        else:
-            setting = "sparse" if sparse_encoder is not None else "bm25"
+        setting = recorded if recorded is not None else AUTO_FOR_PASSAGES
+        if setting == "sparse" and sparse_encoder is None:
+            raise ConfigError("the index was built with the learned sparse model (lexical scorer 'sparse'): give the "
+                              "bundle that holds it, or score with bm25 (lexical_scorer bm25)")
     if setting == "sparse":
         if sparse_encoder is None:
             raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a "
                               "sparse_encoder component (meteora-edge models install splade-tiny), or use bm25")
         if recorded is not None and recorded != "sparse":
             raise ConfigError("lexical_scorer 'sparse' over an index built without sparse postings: a query is scored "
-                              "as its index was; rebuild the index with a bundle that holds the sparse model, or use bm25")
+                              "as its index was; rebuild the index with --lexical-scorer sparse, or use bm25")
     return setting
 
 
