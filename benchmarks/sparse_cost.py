@@ -60,7 +60,7 @@ def main() -> None:
     sys.path.insert(0, str(ROOT))
     from meteora_edge.models.onnx_encoder import load_encoder
     from meteora_edge.models.onnx_session import create_session, feed_for, pad_encodings, tokenize_batch
-    from meteora_edge.models.sparse_encoder import sparse_encoder_of
+    from meteora_edge.models.sparse_index import sparse_encoder_of
     from meteora_edge.pipeline.config import select_config
     from meteora_edge.pipeline.engine import EvidencePipeline
 

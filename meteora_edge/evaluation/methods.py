@@ -19,7 +19,7 @@ from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
-from ..models.sparse_encoder import SparseVector, sparse_encoder_of
+from ..models.sparse_index import SparseVector, sparse_encoder_of
 from ..models.sparse_index import SparseIndex
 from ..pipeline.budget import TokenCounter
 from ..pipeline.config import PipelineConfig

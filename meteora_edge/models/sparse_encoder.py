@@ -26,7 +26,6 @@ from __future__ import annotations
 import os
 import threading
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -35,8 +34,9 @@ import numpy as np
 from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .bundle import Bundle, sha256_file
 from .onnx_session import create_session, feed_for, load_tokenizer, pad_encodings, tokenize_batch
+from .sparse_index import SparseVector, sparsify
 
-__all__ = ["DEFAULT_MAX_TERMS", "SPARSE_KIND", "SparseVector", "OnnxSparseEncoder", "sparse_encoder_of"]
+__all__ = ["DEFAULT_MAX_TERMS", "SPARSE_KIND", "OnnxSparseEncoder"]
 
 #: Terms kept per text (the heaviest; ties to the lower term id).
 DEFAULT_MAX_TERMS = 256
@@ -44,43 +44,6 @@ DEFAULT_MAX_TERMS = 256
 SPARSE_KIND = "sparse_encoder"
 _OUTPUT = "sparse"
 _VARIANTS = ("fp32", "int8-dot", "int8")
-
-
-@dataclass(frozen=True)
-class SparseVector:
-    """One text's learned-sparse vector: term ids (ascending, int32) and their weights (float32, > 0)."""
-
-    ids: np.ndarray
-    weights: np.ndarray
-
-    def __len__(self) -> int:
-        return int(self.ids.size)
-
-    def top(self, n: int) -> list[int]:
-        """The ``n`` heaviest term ids, heaviest first."""
-        order = np.lexsort((self.ids, -self.weights))[:n]
-        return [int(i) for i in self.ids[order]]
-
-    def dot(self, other: SparseVector) -> float:
-        """The dot product with another vector (the relevance of a document to a query)."""
-        common, mine, theirs = np.intersect1d(self.ids, other.ids, assume_unique=True, return_indices=True)
-        return float(np.dot(self.weights[mine].astype(np.float64), other.weights[theirs]))
-
-
-def sparsify(row: np.ndarray, max_terms: int) -> SparseVector:
-    """The ``max_terms`` heaviest positive entries of a dense vocabulary row, ids ascending.
-
-    Example:
-        >>> v = sparsify(np.array([0.0, 2.0, 0.5, 0.0, 1.0], dtype=np.float32), 2)
-        >>> v.ids.tolist(), v.weights.tolist()
-        ([1, 4], [2.0, 1.0])
-    """
-    nonzero = np.flatnonzero(row > 0)
-    if nonzero.size > max_terms:
-        values = row[nonzero]
-        keep = np.lexsort((nonzero, -values))[:max_terms]
-        nonzero = np.sort(nonzero[keep])
-    return SparseVector(nonzero.astype(np.int32), row[nonzero].astype(np.float32))
 
 
 class OnnxSparseEncoder:
@@ -233,16 +196,3 @@ class OnnxSparseEncoder:
 
     def __repr__(self) -> str:
         return f"OnnxSparseEncoder({str(self.model_path)!r}, max_terms={self.max_terms})"
-
-
-def sparse_encoder_of(*sources: object) -> Any:
-    """The first learned-sparse encoder one of ``sources`` carries (``.sparse_encoder``), or None.
-
-    A dense encoder loaded from a bundle that holds a sparse model carries it, so the lexical
-    half of the hybrid score can use it wherever the encoder goes.
-    """
-    for source in sources:
-        found = getattr(source, "sparse_encoder", None)
-        if found is not None and hasattr(found, "encode_sparse"):
-            return found
-    return None

@@ -8,7 +8,6 @@ encoded the documents (:attr:`SparseIndex.encoder_identity` names it). Everythin
 ``.npy`` files; nothing is pickled.
 
 Example:
-    >>> from meteora_edge.models.sparse_encoder import SparseVector
     >>> docs = [SparseVector(np.array([1, 5], np.int32), np.array([1.0, 2.0], np.float32)),
     ...         SparseVector(np.array([5], np.int32), np.array([0.5], np.float32))]
     >>> SparseIndex(docs).vector_scores(SparseVector(np.array([5], np.int32), np.array([2.0], np.float32))).tolist()
@@ -18,16 +17,16 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
 from ..errors import ConfigError, InputError, LocalIndexError
-from .sparse_encoder import SparseVector
 from .vectors import top_k_indices
 
-__all__ = ["SparseIndex", "SPARSE_ARRAYS"]
+__all__ = ["SparseIndex", "SparseVector", "SPARSE_ARRAYS", "sparsify", "sparse_encoder_of"]
 
 #: The stored arrays, in order: terms (int32), term_ptr (int64), doc_ids (int32), weights (float32).
 SPARSE_ARRAYS = (
@@ -37,6 +36,57 @@ SPARSE_ARRAYS = (
     ("sparse_weights.npy", np.dtype("<f4")),
 )
 _MEMO = 64  # query vectors remembered (a run scores the question and its rationales more than once)
+
+
+@dataclass(frozen=True)
+class SparseVector:
+    """One text's learned-sparse vector: term ids (ascending, int32) and their weights (float32, > 0)."""
+
+    ids: np.ndarray
+    weights: np.ndarray
+
+    def __len__(self) -> int:
+        return int(self.ids.size)
+
+    def top(self, n: int) -> list[int]:
+        """The ``n`` heaviest term ids, heaviest first."""
+        order = np.lexsort((self.ids, -self.weights))[:n]
+        return [int(i) for i in self.ids[order]]
+
+    def dot(self, other: SparseVector) -> float:
+        """The dot product with another vector (the relevance of a document to a query)."""
+        common, mine, theirs = np.intersect1d(self.ids, other.ids, assume_unique=True, return_indices=True)
+        return float(np.dot(self.weights[mine].astype(np.float64), other.weights[theirs]))
+
+
+def sparsify(row: np.ndarray, max_terms: int) -> SparseVector:
+    """The ``max_terms`` heaviest positive entries of a dense vocabulary row, ids ascending.
+
+    Example:
+        >>> v = sparsify(np.array([0.0, 2.0, 0.5, 0.0, 1.0], dtype=np.float32), 2)
+        >>> v.ids.tolist(), v.weights.tolist()
+        ([1, 4], [2.0, 1.0])
+    """
+    nonzero = np.flatnonzero(row > 0)
+    if nonzero.size > max_terms:
+        values = row[nonzero]
+        keep = np.lexsort((nonzero, -values))[:max_terms]
+        nonzero = np.sort(nonzero[keep])
+    return SparseVector(nonzero.astype(np.int32), row[nonzero].astype(np.float32))
+
+
+
+def sparse_encoder_of(*sources: object) -> Any:
+    """The first learned-sparse encoder one of ``sources`` carries (``.sparse_encoder``), or None.
+
+    A dense encoder loaded from a bundle that holds a sparse model carries it, so the lexical
+    half of the hybrid score can use it wherever the encoder goes.
+    """
+    for source in sources:
+        found = getattr(source, "sparse_encoder", None)
+        if found is not None and hasattr(found, "encode_sparse"):
+            return found
+    return None
 
 
 class SparseIndex:

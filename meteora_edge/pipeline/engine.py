@@ -41,8 +41,7 @@ from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import STOP_WORDS, Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
-from ..models.sparse_encoder import sparse_encoder_of
-from ..models.sparse_index import SparseIndex
+from ..models.sparse_index import SparseIndex, sparse_encoder_of
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
 from ..selection.token_cover import NO_WORD_PIECES, QueryCover, cover_query, has_word_pieces

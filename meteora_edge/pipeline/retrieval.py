@@ -25,7 +25,7 @@ import numpy as np
 from ..errors import ConfigError
 from ..index.corpus_index import CorpusIndex
 from ..models.encoders import EncoderLike, embed
-from ..models.sparse_encoder import sparse_encoder_of
+from ..models.sparse_index import sparse_encoder_of
 from ..selection.stages import SCORINGS, fuse_scores
 
 __all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search", "lexical_search",

@@ -13,7 +13,8 @@ import pytest
 from meteora_edge.errors import BundleError, ConfigError, InputError, ModelError
 from meteora_edge.models.bundle import Component, add_component, file_entry
 from meteora_edge.models.onnx_encoder import load_encoder
-from meteora_edge.models.sparse_encoder import OnnxSparseEncoder, sparse_encoder_of, sparsify
+from meteora_edge.models.sparse_encoder import OnnxSparseEncoder
+from meteora_edge.models.sparse_index import sparse_encoder_of, sparsify
 
 pytestmark = pytest.mark.slow
 

@@ -18,7 +18,7 @@ from meteora_edge.errors import ConfigError, InputError, LocalIndexError
 from meteora_edge.evaluation.datasets import EvalQuestion
 from meteora_edge.evaluation.methods import CachedEncoder, build_method
 from meteora_edge.index.memory_index import InMemoryIndex
-from meteora_edge.models.sparse_encoder import SparseVector
+from meteora_edge.models.sparse_index import SparseVector
 from meteora_edge.models.sparse_index import SparseIndex
 from meteora_edge.pipeline.config import PipelineConfig
 from meteora_edge.pipeline.engine import EvidencePipeline
