@@ -25,6 +25,7 @@ from .content_hashes import source_counts
 if TYPE_CHECKING:
     from ..models.analyzer import Analyzer
     from ..models.bm25 import BM25Index
+    from ..models.sparse_index import SparseIndex
     from .segments import CombinedBM25, DeltaSegment
     from .sources import SourceEntry
 
@@ -45,6 +46,8 @@ class LocalReads:
     delta: DeltaSegment
     deleted: np.ndarray
     bm25: BM25Index | CombinedBM25
+    lexical_scorer: str
+    sparse: SparseIndex | None
     ann: AnnIndex | None
     _base_vectors: np.ndarray
     _vector_rows: RowReader | None
@@ -179,6 +182,9 @@ class LocalReads:
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
             "analyzer": self.analyzer.record(),
+            "lexical_scorer": self.lexical_scorer,
+            "sparse_model": self.sparse.encoder_identity if self.sparse is not None else None,
+            "sparse_postings": self.sparse.n_postings if self.sparse is not None else None,
             "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),

@@ -84,11 +84,12 @@ class InMemoryIndex:
         """BM25 of ``text`` for each of ``ids`` (over every chunk, whatever the BM25 scope)."""
         return self.bm25.text_scores_for(text, ids)
 
-    def sparse_search(self, query: str, k: int) -> tuple[np.ndarray, np.ndarray]:
-        """The ``k`` best chunks by the sparse model (within the BM25 scope), best first."""
+    def sparse_search(self, query: str, k: int, *, model: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best chunks by the sparse model (within the BM25 scope), best first (the index's own
+        model encodes the query; ``model`` is for the protocol's sake)."""
         return self._sparse_index().search(query, k, within=self._bm25_scope)
 
-    def sparse_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
+    def sparse_scores(self, text: str, ids: Sequence[int], *, model: Any = None) -> np.ndarray:
         """The sparse model's score of ``text`` for each of ``ids``."""
         return self._sparse_index().text_scores_for(text, ids)
 

@@ -204,6 +204,20 @@ class SparseIndex:
             names.append(name)
         return names
 
+    def subset(self, keep: np.ndarray) -> SparseIndex:
+        """A new index of the documents ``keep`` (ascending ids), renumbered ``0, 1, …`` in that order."""
+        keep = np.asarray(keep, dtype=np.int64)
+        new_id = np.full(self._n_docs, -1, dtype=np.int64)
+        new_id[keep] = np.arange(keep.size)
+        terms = np.repeat(self.terms, np.diff(self.term_ptr))
+        mapped = new_id[np.asarray(self.doc_ids, dtype=np.int64)]
+        alive = mapped >= 0
+        out = SparseIndex(encoder=self.encoder)
+        out.encoder_identity = self.encoder_identity
+        out._n_docs = int(keep.size)
+        out._set(terms[alive], mapped[alive].astype(np.int32), np.asarray(self.weights)[alive])  # still term-sorted
+        return out
+
     @classmethod
     def load(cls, directory: str | Path, *, n_docs: int, encoder: Any = None) -> SparseIndex:
         """Read the arrays :meth:`save` wrote (memory-mapped) and check they describe ``n_docs`` documents.
@@ -222,18 +236,31 @@ class SparseIndex:
                 raise LocalIndexError(f"{path} holds {array.dtype} of {array.ndim} dimensions, expected {dtype} "
                                       "of one; rebuild the index")
             loaded.append(array)
-        terms, term_ptr, doc_ids, weights = loaded
+        return cls.from_arrays(*loaded, n_docs=n_docs, where=str(directory), encoder=encoder)
+
+    @classmethod
+    def from_arrays(cls, terms: np.ndarray, term_ptr: np.ndarray, doc_ids: np.ndarray, weights: np.ndarray, *,
+                    n_docs: int, where: str, encoder: Any = None) -> SparseIndex:
+        """An index over stored arrays (see :data:`SPARSE_ARRAYS`), after checking they fit together.
+
+        Raises:
+            LocalIndexError: the arrays are inconsistent.
+        """
         problem = None
-        if term_ptr.size != terms.size + 1 or (term_ptr.size and (term_ptr[0] != 0 or term_ptr[-1] != doc_ids.size)):
+        if term_ptr.size != terms.size + 1 or term_ptr[0] != 0 or term_ptr[-1] != doc_ids.size:
             problem = "term pointers do not match the postings"
+        elif bool((np.diff(term_ptr) <= 0).any()):
+            problem = "a term without postings"
         elif doc_ids.size != weights.size:
             problem = "documents and weights differ in length"
         elif doc_ids.size and (int(doc_ids.min()) < 0 or int(doc_ids.max()) >= n_docs):
             problem = f"a posting names a document outside 0..{n_docs - 1}"
         elif terms.size > 1 and bool((np.diff(terms) <= 0).any()):
             problem = "terms are not ascending"
+        elif weights.size and not bool(np.isfinite(weights).all()):
+            problem = "a weight is not finite"
         if problem:
-            raise LocalIndexError(f"the sparse postings in {directory} are damaged ({problem}); rebuild the index")
+            raise LocalIndexError(f"the sparse postings in {where} are damaged ({problem}); rebuild the index")
         index = cls(encoder=encoder)
         index._n_docs = n_docs
         index.terms, index.term_ptr, index.doc_ids, index.weights = terms, term_ptr, doc_ids, weights

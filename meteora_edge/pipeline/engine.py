@@ -321,7 +321,8 @@ class _Run:
     def _index_candidates(self, index: CorpusIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
         """kNN's best (and BM25's best unless scoring is dense), ranked by the fused score, best first."""
         return index_candidates(index, self.query, self.query_vector, self.cfg.k_init, scoring=self.cfg.scoring,
-                                lexical_weight=self.cfg.lexical_weight, lexical_scorer=self.pipe.lexical_scorer)
+                                lexical_weight=self.cfg.lexical_weight, lexical_scorer=self.pipe.lexical_scorer,
+                                sparse_encoder=self.pipe.sparse_encoder)
 
     def _fuse(self, dense: np.ndarray, lexical: np.ndarray | None) -> np.ndarray:
         return fused(dense, lexical, scoring=self.cfg.scoring, lexical_weight=self.cfg.lexical_weight)
@@ -441,7 +442,8 @@ class _Run:
         vector = embed(self.pipe.encoder, [text])[0]
         found = [int(c) for c in index.search(vector, self.cfg.k_init)[0]]
         if self.cfg.scoring != "dense":
-            found += [int(c) for c in lexical_search(index, text, self.cfg.k_init, self.pipe.lexical_scorer)[0]]
+            found += [int(c) for c in lexical_search(index, text, self.cfg.k_init, self.pipe.lexical_scorer,
+                                                     self.pipe.sparse_encoder)[0]]
         have = set(self.ids)
         new_ids = [c for c in dict.fromkeys(found) if c not in have]
         if not new_ids:

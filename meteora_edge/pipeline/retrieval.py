@@ -66,14 +66,19 @@ def resolve_lexical_scorer(setting: str, *, sparse_encoder: object | None, index
     return setting
 
 
-def lexical_search(index: CorpusIndex, text: str, k: int, lexical_scorer: str) -> tuple[np.ndarray, np.ndarray]:
-    """The index's ``k`` best chunks for ``text`` by its lexical scorer: BM25, or the sparse postings."""
-    return index.sparse_search(text, k) if lexical_scorer == "sparse" else index.bm25_search(text, k)  # type: ignore[attr-defined]
-
-
-def _lexical_scores(index: CorpusIndex, text: str, ids: list[int], lexical_scorer: str) -> np.ndarray:
+def lexical_search(index: CorpusIndex, text: str, k: int, lexical_scorer: str,
+                   sparse_encoder: object | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The index's ``k`` best chunks for ``text`` by its lexical scorer: BM25, or the sparse postings
+    (the query encoded by ``sparse_encoder``, which must be the model that built them)."""
     if lexical_scorer == "sparse":
-        return np.asarray(index.sparse_scores(text, ids), dtype=np.float64)  # type: ignore[attr-defined]
+        return index.sparse_search(text, k, model=sparse_encoder)  # type: ignore[attr-defined]
+    return index.bm25_search(text, k)
+
+
+def _lexical_scores(index: CorpusIndex, text: str, ids: list[int], lexical_scorer: str,
+                    sparse_encoder: object | None) -> np.ndarray:
+    if lexical_scorer == "sparse":
+        return np.asarray(index.sparse_scores(text, ids, model=sparse_encoder), dtype=np.float64)  # type: ignore[attr-defined]
     return np.asarray(index.lexical_scores(text, ids), dtype=np.float64)
 
 
@@ -97,7 +102,7 @@ def fused(dense: np.ndarray, lexical: np.ndarray | None, *, scoring: str, lexica
 
 def index_candidates(
     index: CorpusIndex, query: str, query_vector: np.ndarray, k: int, *, scoring: str, lexical_weight: float = 1.0,
-    lexical_scorer: str = "bm25",
+    lexical_scorer: str = "bm25", sparse_encoder: object | None = None,
 ) -> tuple[list[int], np.ndarray, np.ndarray | None]:
     """kNN's ``k`` best (and the lexical scorer's ``k`` best unless scoring is dense), ranked by the fused score.
 
@@ -113,11 +118,11 @@ def index_candidates(
     if scoring == "dense":
         ids = list(dense_of)
         return ids, np.asarray([dense_of[c] for c in ids]), None
-    lexical_ids, _ = lexical_search(index, query, k, lexical_scorer)
+    lexical_ids, _ = lexical_search(index, query, k, lexical_scorer, sparse_encoder)
     ids = list(dict.fromkeys([*dense_of, *(int(c) for c in lexical_ids)]))
     if not ids:
         return [], np.zeros(0), np.zeros(0)
-    lexical = _lexical_scores(index, query, ids, lexical_scorer)
+    lexical = _lexical_scores(index, query, ids, lexical_scorer, sparse_encoder)
     missing = [c for c in ids if c not in dense_of]
     if missing:
         extra = cosines(np.asarray(index.vectors_for(missing), dtype=np.float32), query_vector)
@@ -170,13 +175,16 @@ def search(
     if scoring not in SCORINGS:
         raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     query_vector = np.asarray(embed(encoder, [query])[0], dtype=np.float32)
-    lexical_scorer = resolve_lexical_scorer("auto", sparse_encoder=sparse_encoder_of(encoder), index=index)
+    sparse_encoder = sparse_encoder_of(encoder)
+    lexical_scorer = resolve_lexical_scorer("auto", sparse_encoder=sparse_encoder, index=index)
     ids, dense, lexical = index_candidates(index, query, query_vector, SEARCH_POOL, scoring=scoring,
-                                           lexical_weight=lexical_weight, lexical_scorer=lexical_scorer)
+                                           lexical_weight=lexical_weight, lexical_scorer=lexical_scorer,
+                                           sparse_encoder=sparse_encoder)
     reference = (dense, lexical)
     if k > len(ids) and len(ids) >= SEARCH_POOL:  # more than the pool: the wider set, scored on the pool's scale
         ids, dense, lexical = index_candidates(index, query, query_vector, k, scoring=scoring,
-                                               lexical_weight=lexical_weight, lexical_scorer=lexical_scorer)
+                                               lexical_weight=lexical_weight, lexical_scorer=lexical_scorer,
+                                               sparse_encoder=sparse_encoder)
     scores = _scaled(dense, lexical, reference, scoring=scoring, lexical_weight=lexical_weight)
     order = np.lexsort((np.arange(len(ids)), -scores))[:k]
     records = index.records([ids[i] for i in order])

@@ -27,40 +27,12 @@ from meteora_edge.selection.ecse import MeteoraSelector
 from meteora_edge.selection.stages import fuse_scores
 
 
-# a word's own id and weight 1, plus the words it implies at 0.8 (what a learned sparse model adds)
-EXPANDS = {"end": ["terminate"], "terminate": ["end"], "cancel": ["terminate", "end"], "secret": ["confidential"]}
-
-
-class FakeSparse:
-    """A learned sparse encoder in miniature: each word one term, expanded by :data:`EXPANDS`."""
-
-    identity = "sparse:fake"
-
-    def __init__(self) -> None:
-        self.vocab: dict[str, int] = {}
-        self.calls = 0
-
-    def _id(self, word: str) -> int:
-        return self.vocab.setdefault(word, len(self.vocab))
-
-    def encode_sparse(self, texts: list[str]) -> list[SparseVector]:
-        self.calls += 1
-        out = []
-        for text in texts:
-            weights: dict[int, float] = {}
-            for word in re.findall(r"[a-z]+", text.lower()):
-                weights[self._id(word)] = 1.0
-                for implied in EXPANDS.get(word, []):
-                    weights[self._id(implied)] = max(weights.get(self._id(implied), 0.0), 0.8)
-            ids = np.array(sorted(weights), dtype=np.int32)
-            out.append(SparseVector(ids, np.array([weights[i] for i in ids], dtype=np.float32)))
-        return out
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from sparse_fakes import FakeSparse, encoder_with_sparse  # noqa: E402
 
 
 def _encoder() -> HashingEncoder:
-    encoder = HashingEncoder()
-    encoder.sparse_encoder = FakeSparse()  # type: ignore[attr-defined]
-    return encoder
+    return encoder_with_sparse()
 
 
 PASSAGES = ["Fees are due monthly.", "The supplier ships goods weekly.", "Either party may cancel this agreement.",
