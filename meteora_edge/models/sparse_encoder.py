@@ -7,18 +7,18 @@ of the masked-language-model head. Most of a row is zero; what is not names the 
 words and the words it implies (a clause about "disclose" also weighs "secret", "secrecy"),
 which is what BM25 cannot do.
 
-Each text keeps its :data:`DEFAULT_MAX_TERMS` heaviest terms (a short passage of SPLADE-tiny
-has 20 to 120 non-zero terms, so the cap only trims long passages; it bounds memory and the
-postings of an index). A vector is a :class:`SparseVector`: term ids ascending, float32 weights.
+Each text keeps its :data:`DEFAULT_MAX_TERMS` heaviest terms (SPLADE-tiny gives a sentence 25 to
+150 non-zero terms and a 100-word paragraph 100 to 270, so the cap trims only the longest
+passages; it bounds memory and the postings of an index). A vector is a :class:`SparseVector`: term ids ascending, float32 weights.
 
 The vocabulary head (``hidden × vocab`` per token) costs most of the time, so batches are capped
 in tokens (``max_batch_tokens``): the head's intermediate ``(tokens, vocab)`` logits grow with it.
 
 Example:
     >>> enc = OnnxSparseEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
-    >>> vec = enc.encode_sparse(["The receiving party shall not disclose it."])[0]  # doctest: +SKIP
+    >>> vec = enc.encode_sparse(["The receiving party shall not disclose the confidential information."])[0]  # doctest: +SKIP
     >>> [enc.term(i) for i in vec.top(3)]  # doctest: +SKIP
-    ['disclose', 'receiving', 'party']
+    ['confidential', 'shall', 'party']
 """
 
 from __future__ import annotations
