@@ -482,41 +482,6 @@ class LocalIndex(LocalReads):
                     f"not {model.identity!r}; use the same --bundle or rebuild the index")
             self.sparse.encoder = model
 
-    def sparse_search(self, query: str, k: int, *, model: Any = None) -> tuple[np.ndarray, np.ndarray]:
-        """The learned-sparse postings over the whole index: the ``k`` best chunk ids with a positive score.
-
-        ``model`` encodes the query (default: the one the index was opened with); it must be the model
-        that built the postings.
-
-        Raises:
-            InputError: the index holds no sparse postings, or no sparse model to encode the query.
-            LocalIndexError: ``model`` is another model than the one that built the postings.
-        """
-        scores = self._sparse_query_scores(query, model)
-        if self._live is not None:
-            scores[~self._live] = -np.inf
-        best = top_k_indices(scores, k)
-        best = best[scores[best] > 0]
-        return best, scores[best]
-
-    def sparse_scores(self, text: str, ids: Sequence[int], *, model: Any = None) -> np.ndarray:
-        """The sparse model's score of ``text`` for each of ``ids`` (``model`` as in :meth:`sparse_search`)."""
-        return self._sparse_query_scores(text, model)[np.asarray(list(ids), dtype=np.int64)]
-
-    def _sparse_query_scores(self, text: str, model: Any) -> np.ndarray:
-        if self.sparse is None:
-            raise InputError(f"index {self.root} holds no sparse postings; rebuild it with --lexical-scorer sparse")
-        if model is None:
-            if self.sparse.encoder is None:
-                raise InputError(f"index {self.root} was built with the sparse model {self.sparse.encoder_identity!r}: "
-                                 "open it with the bundle that holds it")
-            return self.sparse.text_scores(text)
-        if getattr(model, "identity", None) != self.sparse.encoder_identity:
-            raise LocalIndexError(f"index {self.root} holds the postings of the sparse model "
-                                  f"{self.sparse.encoder_identity!r}, not {getattr(model, 'identity', None)!r}; "
-                                  "use the same --bundle or rebuild the index")
-        return self.sparse.vector_scores(model.encode_sparse([text])[0])
-
 
 def _write(
     writer: GenerationWriter,
