@@ -301,8 +301,9 @@ def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bund
            precision: str) -> None:
     """Retrieval only: the K best chunks of INDEX for a query, with their scores (no selection).
 
-    The index's own analyser (BM25) and encoder are used: the bundle the index was built
-    with unless --bundle is given. The candidates and order are those 'select --index'
+    The index's own analyser (BM25), lexical scorer (its sparse postings when it was built with
+    --lexical-scorer sparse) and encoder are used: the bundle the index was built with unless
+    --bundle is given. The candidates and order are those 'select --index'
     starts from.
 
     \b
@@ -323,12 +324,13 @@ def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bund
     hits = search_index(current, encoder, query, k=k, scoring=scoring)
     if as_json:
         emit_json({"query": query, "index": index_dir, "encoder": current.encoder_id, "scoring": scoring,
+                   "lexical_scorer": getattr(current, "lexical_scorer", "bm25"),
                    "hits": [h.to_dict() for h in hits]}, output=None, compact=False)
         return
     if not hits:
         click.echo(f"no chunk of {index_dir} matches the query", err=True)
     for rank, hit in enumerate(hits, start=1):
-        lexical = "" if hit.lexical is None else f" bm25 {hit.lexical:.3f}"
+        lexical = "" if hit.lexical is None else f" {getattr(current, 'lexical_scorer', 'bm25')} {hit.lexical:.3f}"
         source = hit.record.get("source") or hit.record.get("metadata", {}).get("source") or ""
         click.echo(f"{rank:>3}. [{hit.id}] score {hit.score:.3f} (cosine {hit.dense:.3f}{lexical}) {source}")
         click.echo("     " + " ".join(hit.text.split())[:300])
