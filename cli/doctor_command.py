@@ -16,12 +16,15 @@ from .encoder_option import bundle_option, cache_disabled, cache_option, precisi
 @threads_option
 @precision_option
 @cache_option
+@click.option("--index", "index_path", default=None, metavar="DIR|URL",
+              help="Also report an index: its encoder and the lexical scorer it was built with.")
 @click.option("--no-probe", is_flag=True, help="Skip the latency probe.")
 @click.option("--json", "as_json", is_flag=True, help="Print the report as JSON.")
-def doctor(bundle: str | None, threads: int, precision: str, no_probe: bool, as_json: bool) -> None:
-    """Check versions, CPU features, the embedding cache, the llm extra and a bundle; exit 1 if the bundle is broken."""
+def doctor(bundle: str | None, threads: int, precision: str, index_path: str | None, no_probe: bool,
+           as_json: bool) -> None:
+    """Check versions, CPU features, the embedding cache, the llm extra, a bundle and an index; exit 1 if either is broken."""
     report = collect_report(bundle=bundle, threads=threads, probe=not no_probe, precision=precision,
-                            cache=not cache_disabled())
+                            cache=not cache_disabled(), index=index_path)
     if as_json:
         click.echo(json.dumps(report, indent=2))
     else:
@@ -61,6 +64,19 @@ def doctor(bundle: str | None, threads: int, precision: str, no_probe: bool, as_
                            f"variants {', '.join(e['variants'])}" + (f"; parity {parity}" if parity else ""))
             else:
                 click.echo(f"encoder     {e['state']}")
+        if "lexical" in report:
+            sparse = report["lexical"]["sparse"]
+            click.echo("lexical     bm25" + (f" and sparse ({sparse['component']}: {sparse['source'] or 'sparse model'}, "
+                                              f"variants {', '.join(sparse['variants'])})" if sparse else
+                                              " only (no sparse_encoder component)"))
+        if "index" in report:
+            ix = report["index"]
+            if ix["ok"]:
+                model = f" by {ix['sparse_model']}" if ix["sparse_model"] else ""
+                click.echo(f"index       {ix['path']}: {ix['chunks']} chunks, lexical scorer {ix['lexical_scorer']}{model}, "
+                           f"encoder {ix['encoder']}")
+            else:
+                click.echo(f"index       BROKEN: {ix['detail']} ({ix['path']})")
         if "probe" in report:
             click.echo("probe       " + ", ".join(f"{k}={v}" for k, v in report["probe"].items()))
     if not report["ok"]:

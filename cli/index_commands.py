@@ -26,7 +26,7 @@ from .progress import progress_option, progress_reporter
 from .reading_options import SkipReport, file_choice, file_choice_options
 
 #: the library's names in LocalIndex.build's messages, as ``index build`` spells them
-BUILD_NAMES = {"add": "'index add'", "overwrite": "--overwrite"}
+BUILD_NAMES = {"add": "'index add'", "overwrite": "--overwrite", "lexical_scorer": "--lexical-scorer"}
 
 
 def _read(inputs: Sequence[str], strict: bool, follow_links: bool, choice: FileChoice,
@@ -101,11 +101,14 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
                    f"Used when the index holds {EXACT_BELOW:,}+ chunks.")
 @click.option("--ann-probe", type=click.IntRange(min=1), default=None,
               help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
+@click.option("--lexical-scorer", type=click.Choice(["bm25", "sparse"]), default="bm25", show_default=True,
+              help="Also store learned-sparse postings (sparse: the bundle's sparse_encoder, e.g. splade-tiny) beside "
+                   "BM25; queries over the index are then scored by them (local backend).")
 @_reading_and_embedding_options
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, boundaries: str, batch_size: int, overwrite: bool, ann: str | None,
-          ann_probe: int | None, strict: bool, follow_links: bool, bundle: str | None, threads: int,
-          precision: str, progress_mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
+          ann_probe: int | None, lexical_scorer: str, strict: bool, follow_links: bool, bundle: str | None,
+          threads: int, precision: str, progress_mode: str, include: tuple[str, ...], exclude: tuple[str, ...],
           no_ignore_files: bool, max_file_size: int | None, verbose: bool) -> None:
     """Index documents: text in any encoding (with or without an extension), markdown, HTML, PDF, Word
     (.docx), JSON and JSONL, and any of them gzip-compressed (folders are searched recursively; - reads stdin).
@@ -124,6 +127,8 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
       cat report.pdf | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
+    if location is not None and lexical_scorer != "bm25":
+        raise InputError("--lexical-scorer sparse is for a local index (--out); a Milvus collection keeps BM25")
     report = SkipReport(verbose)
     documents = _read(inputs, strict, follow_links, file_choice(include, exclude, no_ignore_files, max_file_size),
                       report)
@@ -134,7 +139,8 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             try:
                 built = LocalIndex.build(str(out), documents, encoder, chunk_size=chunk_size, overlap=overlap,
                                          boundaries=boundaries, batch_size=batch_size, overwrite=overwrite, progress=progress,
-                                         ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle)
+                                         ann=AnnConfig(kind=ann, probe=ann_probe) if ann else None, bundle=bundle,
+                                         lexical_scorer=lexical_scorer)
             except MeteoraError as exc:
                 raise reword(exc, BUILD_NAMES) from None
             where = out
@@ -295,8 +301,9 @@ def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bund
            precision: str) -> None:
     """Retrieval only: the K best chunks of INDEX for a query, with their scores (no selection).
 
-    The index's own analyser (BM25) and encoder are used: the bundle the index was built
-    with unless --bundle is given. The candidates and order are those 'select --index'
+    The index's own analyser (BM25), lexical scorer (its sparse postings when it was built with
+    --lexical-scorer sparse) and encoder are used: the bundle the index was built with unless
+    --bundle is given. The candidates and order are those 'select --index'
     starts from.
 
     \b
@@ -317,12 +324,13 @@ def search(index_dir: str, query: str, k: int, scoring: str, as_json: bool, bund
     hits = search_index(current, encoder, query, k=k, scoring=scoring)
     if as_json:
         emit_json({"query": query, "index": index_dir, "encoder": current.encoder_id, "scoring": scoring,
+                   "lexical_scorer": getattr(current, "lexical_scorer", "bm25"),
                    "hits": [h.to_dict() for h in hits]}, output=None, compact=False)
         return
     if not hits:
         click.echo(f"no chunk of {index_dir} matches the query", err=True)
     for rank, hit in enumerate(hits, start=1):
-        lexical = "" if hit.lexical is None else f" bm25 {hit.lexical:.3f}"
+        lexical = "" if hit.lexical is None else f" {getattr(current, 'lexical_scorer', 'bm25')} {hit.lexical:.3f}"
         source = hit.record.get("source") or hit.record.get("metadata", {}).get("source") or ""
         click.echo(f"{rank:>3}. [{hit.id}] score {hit.score:.3f} (cosine {hit.dense:.3f}{lexical}) {source}")
         click.echo("     " + " ".join(hit.text.split())[:300])

@@ -81,6 +81,9 @@ def _number_or_off(ctx: click.Context, param: click.Parameter, value: str | None
 @click.option("--scoring", type=click.Choice(["hybrid", "dense", "lexical"]), default=None,
               help="How chunks are scored: cosine + BM25 standardised and added (hybrid, the default), cosine "
                    "alone (dense: ECSE exactly as METEORA) or BM25 alone (lexical).")
+@click.option("--lexical-scorer", type=click.Choice(["auto", "bm25", "sparse"]), default=None,
+              help="The lexical half of the score: BM25, or the learned sparse model of a bundle that holds one "
+                   "(sparse); auto follows the index, and for given chunks stays with BM25 [auto].")
 @click.option("--pooled-z", type=float, default=None,
               help="Hybrid/lexical ECSE keeps chunks whose pooled score is this many standard deviations above the mean [2.0].")
 @click.option("--cover-z", default=None, metavar="FLOAT|off", callback=_number_or_off,
@@ -147,6 +150,7 @@ def select(
     no_ecse: bool,
     k_init: int | None,
     scoring: str | None,
+    lexical_scorer: str | None,
     pooled_z: float | None,
     cover_z: float | str | None,
     token_cover: float | str | None,
@@ -213,7 +217,7 @@ def select(
     if (sample_shots or domain) and not (generate_rationales or llm_verify):
         raise InputError("--sample-shots and --domain shape the GGUF prompts; add --generate-rationales or --verify")
     settings = {
-        "k_init": k_init, "scoring": scoring, "pooled_z": pooled_z, "use_ecse": not no_ecse,
+        "k_init": k_init, "scoring": scoring, "lexical_scorer": lexical_scorer, "pooled_z": pooled_z, "use_ecse": not no_ecse,
         "expansion_window": expansion_window, "elbow_z_threshold": elbow_z, "verification": verification,
         "tau_relevance": tau, "oversize": oversize, "verification_batch": verify_batch,
         **{k: v for k, v in (("n_min", n_min), ("theta_redundancy", theta), ("t_max", t_max)) if v is not None},

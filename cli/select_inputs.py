@@ -24,7 +24,7 @@ CLI_NAMES = {
     "detail": "--detail", "generate_rationales": "--generate-rationales", "verify": "--verify",
     "llm_rerank": "--llm-rerank", "rationale_prompt": "--rationale-prompt", "num_rationales": "--num-rationales",
     "reject": "--reject",
-    "bundle": "--bundle", "k_init": "--k-init", "scoring": "--scoring", "pooled_z": "--pooled-z", "cover_z": "--cover-z",
+    "bundle": "--bundle", "k_init": "--k-init", "scoring": "--scoring", "lexical_scorer": "--lexical-scorer", "pooled_z": "--pooled-z", "cover_z": "--cover-z",
     "token_cover": "--token-cover",
     "use_ecse": "--no-ecse", "expansion_window": "--expansion-window", "elbow_z_threshold": "--elbow-z",
     "verification": "--verification", "tau_relevance": "--tau", "verification_batch": "--verify-batch",

@@ -88,6 +88,28 @@ def _encoder(bundle: Any, precision: str) -> dict[str, Any]:
     return {"variants": variants, "requested": precision, "precision": chosen, "reason": reason, "parity": parity}
 
 
+def _lexical(bundle: Any) -> dict[str, Any]:
+    """The lexical scorers a bundle offers: BM25 always, and its learned sparse model when it holds one."""
+    found = next(((name, c) for name, c in bundle.components.items() if c.kind == "sparse_encoder"), None)
+    if found is None:
+        return {"scorers": ["bm25"], "sparse": None}
+    name, comp = found
+    return {"scorers": ["bm25", "sparse"], "sparse": {"component": name, "source": comp.source,
+                                                      "variants": [v for v in ("fp32", "int8-dot", "int8") if v in comp.files],
+                                                      "vocabulary": comp.settings.get("vocabulary")}}
+
+
+def _index(path: str) -> dict[str, Any]:
+    """An index's encoder and the lexical scorer it was built with (queries over it are scored the same way)."""
+    from .index.corpus_index import open_index
+
+    index = open_index(path)
+    sparse = getattr(index, "sparse", None)
+    return {"ok": True, "path": path, "encoder": index.encoder_id, "chunks": len(index),
+            "lexical_scorer": getattr(index, "lexical_scorer", "bm25"),
+            "sparse_model": getattr(sparse, "encoder_identity", None)}
+
+
 def _probe(bundle: str | None, threads: int, precision: str) -> dict[str, Any]:
     texts = [f"probe sentence number {i} about termination notice and fees" for i in range(64)]
     t0 = time.perf_counter()
@@ -110,7 +132,8 @@ def _probe(bundle: str | None, threads: int, precision: str) -> dict[str, Any]:
 
 
 def collect_report(
-    *, bundle: str | None = None, threads: int = 1, probe: bool = True, precision: str = "auto", cache: bool = True
+    *, bundle: str | None = None, threads: int = 1, probe: bool = True, precision: str = "auto", cache: bool = True,
+    index: str | None = None,
 ) -> dict[str, Any]:
     """Versions, CPU, thread settings, the embedding cache, the llm extra, bundle checks and a probe.
 
@@ -120,6 +143,7 @@ def collect_report(
         probe: time the hashing encoder (and the bundle's encoder) on 64 sentences.
         precision: the encoder precision to report on (``auto`` shows what it picks and why).
         cache: whether the embedding cache is in use (``--no-cache`` turns it off).
+        index: an index (folder or ``milvus://`` URL) whose encoder and lexical scorer to report.
 
     Problems are reported in the result (``"ok": false`` with a detail), never raised, so
     the report is complete even on a broken installation.
@@ -140,6 +164,7 @@ def collect_report(
             loaded = Bundle.load(bundle)
             report["bundle"] = {"ok": True, "path": bundle, "files": loaded.verify()}
             report["encoder"] = _encoder(loaded, precision)
+            report["lexical"] = _lexical(loaded)
         except MeteoraError as exc:
             report["bundle"] = {"ok": False, "path": bundle, "detail": str(exc)}
     if probe:
@@ -147,5 +172,10 @@ def collect_report(
             report["probe"] = _probe(bundle if report.get("bundle", {}).get("ok") else None, threads, precision)
         except MeteoraError as exc:
             report["probe"] = {"ok": False, "detail": str(exc)}
-    report["ok"] = report.get("bundle", {"ok": True})["ok"]
+    if index:
+        try:
+            report["index"] = _index(index)
+        except MeteoraError as exc:
+            report["index"] = {"ok": False, "path": index, "detail": str(exc)}
+    report["ok"] = report.get("bundle", {"ok": True})["ok"] and report.get("index", {"ok": True})["ok"]
     return report

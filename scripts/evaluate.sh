@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Write the tables behind docs/evaluation.md (python scripts/eval_tables.py then copies them into the
-# page): every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5) beside every variant, on
+# page): every baseline (topk-cosine:K, bm25:K, topk-hybrid:K, K = 1..5; with a bundle that holds the
+# learned sparse model also topk-sparse:K, topk-hybrid-sparse:K and the sparse variants) beside every variant, on
 # both dev sets — HotpotQA (sentence and paragraph level) and ContractNLI (sentence level: each
 # item is one contract) — with the ONNX bundle and without any model, each with its F1 per number
 # of gold items (--by gold-count); and a view of both in which gold is a larger share of the
@@ -19,6 +20,13 @@ me=${METEORA_EDGE_BIN:-.venv/bin/meteora-edge}
 mkdir -p "$out"
 baselines() {
   for k in 1 2 3 4 5; do echo "--method topk-cosine:$k --method bm25:$k --method topk-hybrid:$k"; done
+}
+# with a bundle that holds the learned sparse model (models install splade-tiny): its baselines and variants too
+sparse_rows() {
+  grep -q '"kind": "sparse_encoder"' "$bundle/manifest.json" 2>/dev/null || return 0
+  for k in 1 2 3 4 5; do echo "--method topk-sparse:$k --method topk-hybrid-sparse:$k"; done
+  echo "--method ecse:scoring=hybrid,lexical_scorer=sparse --method pipeline:lexical_scorer=sparse"
+  echo "--method pipeline:lexical_scorer=sparse,lexical_weight=0.5 --method pipeline:lexical_scorer=sparse,lexical_weight=2.0"
 }
 previous="pipeline:scoring=dense,rationales=query,k_init=20,n_min=3,cover_z=null,token_cover=null"  # the first default (its τ is today's)
 before="pipeline:cover_z=null,tau_relevance=0.4,token_cover=null"  # no term or token cover, cosine rung at 0.4
@@ -39,16 +47,16 @@ run() {  # run NAME DATA LEVEL [eval options...]
   "$me" eval --data "$data" ${level:+--level "$level"} "$@" --by gold-count -o "$out/$name.json" | tee "$out/$name.txt"
 }
 # shellcheck disable=SC2046
-run sentence "$hotpot" sentence --bundle "$bundle" $(baselines) "${args[@]}" --plot "$out/sentence.png"
+run sentence "$hotpot" sentence --bundle "$bundle" $(baselines) "${args[@]}" $(sparse_rows) --plot "$out/sentence.png"
 # shellcheck disable=SC2046
 run paragraph "$hotpot" paragraph --bundle "$bundle" $(baselines) \
   --method ecse --method "ecse:scoring=hybrid,rationales=auto" --method pipeline --method "$unspared" \
   --method "pipeline:theta_redundancy=null" --method "$untokened" \
   --method "pipeline:token_cover=0.04" --method "pipeline:token_cover=0.06" --method "pipeline:cover_z=null" \
   --method "$before" --method "pipeline:pooled_cut=robust" \
-  --method "pipeline:pooled_cut=robust,pairing_band=2.5" --method "$previous" --plot "$out/paragraph.png"
+  --method "pipeline:pooled_cut=robust,pairing_band=2.5" --method "$previous" $(sparse_rows) --plot "$out/paragraph.png"
 # shellcheck disable=SC2046
-run contractnli "$contract" sentence --bundle "$bundle" $(baselines) "${args[@]}" --plot "$out/contractnli.png"
+run contractnli "$contract" sentence --bundle "$bundle" $(baselines) "${args[@]}" $(sparse_rows) --plot "$out/contractnli.png"
 # Both dev sets seen with gold as a larger share of the candidates (the questions with 3 or more gold
 # items: their gold and random others, 25 in all; scripts/dense_gold_view.py): a question that needs
 # four or five facts out of twenty-five has this shape, and a cut that keeps too few shows it here.

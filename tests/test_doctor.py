@@ -40,3 +40,33 @@ def test_doctor_names_a_cpu_level_it_never_loads(monkeypatch):
     assert out.exit_code == 0, out.output
     line = next(row for row in out.output.splitlines() if row.startswith("llm extra"))
     assert "loaded icelake of 3 variants; never loads sapphirerapids: its AMX kernels stop the process" in line
+
+
+def test_doctor_lists_the_lexical_scorer_of_a_bundle_and_an_index(tmp_path):
+    import sys
+    from pathlib import Path
+
+    from click.testing import CliRunner
+
+    from meteora_edge.cli.main import main
+    from meteora_edge.index.corpus import SourceDocument
+    from meteora_edge.index.local_index import LocalIndex
+    from meteora_edge.models.bundle import Component, add_component, file_entry
+
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from sparse_fakes import encoder_with_sparse
+
+    LocalIndex.build(tmp_path / "ix", [SourceDocument("a", "Either party may cancel.")], encoder_with_sparse(),
+                     lexical_scorer="sparse")
+    bundle = tmp_path / "bundle"
+    (bundle / "sparse").mkdir(parents=True)
+    for name in ("model.onnx", "tokenizer.json"):
+        (bundle / "sparse" / name).write_bytes(b"placeholder")
+    add_component(bundle, "sparse_encoder", Component(kind="sparse_encoder", source="splade-tiny", files={
+        "fp32": file_entry(bundle, "sparse/model.onnx"), "tokenizer": file_entry(bundle, "sparse/tokenizer.json")}))
+    out = CliRunner().invoke(main, ["doctor", "--no-probe", "--bundle", str(bundle), "--index", str(tmp_path / "ix")])
+    assert out.exit_code == 0, out.output
+    assert "lexical     bm25 and sparse (sparse_encoder: splade-tiny, variants fp32)" in out.output
+    assert "1 chunks, lexical scorer sparse by sparse:fake" in out.output
+    broken = CliRunner().invoke(main, ["doctor", "--no-probe", "--index", str(tmp_path / "missing")])
+    assert broken.exit_code == 1 and "index       BROKEN:" in broken.output

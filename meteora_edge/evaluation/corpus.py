@@ -69,8 +69,9 @@ def corpus_method_config(spec: str) -> tuple[PipelineConfig, int | None]:
     """
     name = spec.partition(":")[0]
     if name in TOPK_SCORING:
-        k = topk_k(spec)
-        return PipelineConfig(k_init=max(k, PipelineConfig().k_init), scoring=TOPK_SCORING[name], rationales="query",
+        k, (scoring, lexical_scorer) = topk_k(spec), TOPK_SCORING[name]
+        return PipelineConfig(k_init=max(k, PipelineConfig().k_init), scoring=scoring, lexical_scorer=lexical_scorer,
+                              rationales="query",
                               use_ecse=False, verification="none", n_min=None, theta_redundancy=None, t_max=None), k
     if name in ("meve", "pipeline"):
         return pipeline_method_config(spec), None

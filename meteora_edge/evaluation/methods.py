@@ -19,10 +19,13 @@ from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, embed, encoder_id
+from ..models.sparse_index import SparseVector, sparse_encoder_of
+from ..models.sparse_index import SparseIndex
 from ..pipeline.budget import TokenCounter
 from ..pipeline.config import PipelineConfig
 from ..pipeline.meve import MeVeConfig
 from ..pipeline.request import SelectRequest
+from ..pipeline.retrieval import resolve_lexical_scorer
 from ..pipeline.runtime import SelectRuntime
 from ..selection.ecse import MeteoraSelector
 from ..selection.stages import cosine_matrix, fuse_scores, top_k_indices
@@ -32,7 +35,9 @@ __all__ = ["LLM_METHODS", "TOPK_SCORING", "Method", "build_method", "method_sett
            "CachedEncoder", "SharedLLMRoles"]
 
 LLM_METHODS = ("ecse-llm", "ecse-llm-verify", "pipeline-llm")
-TOPK_SCORING = {"topk-cosine": "dense", "topk-hybrid": "hybrid", "bm25": "lexical"}
+#: fixed top-K baselines: name -> (scoring, lexical scorer)
+TOPK_SCORING = {"topk-cosine": ("dense", "bm25"), "topk-hybrid": ("hybrid", "bm25"), "bm25": ("lexical", "bm25"),
+                "topk-sparse": ("lexical", "sparse"), "topk-hybrid-sparse": ("hybrid", "sparse")}
 
 Method = Callable[[EvalQuestion], list[int]]
 
@@ -75,10 +80,12 @@ def build_method(
     """
     name, _, arg = spec.partition(":")
     if name in TOPK_SCORING:
-        k, scoring = topk_k(spec), TOPK_SCORING[name]
+        k, (scoring, lexical_scorer) = topk_k(spec), TOPK_SCORING[name]
+        if lexical_scorer == "sparse":
+            _sparse_model(spec, encoder)
 
         def topk(q: EvalQuestion) -> list[int]:
-            return top_k_indices(_query_scores(q, encoder, scoring), k).tolist()
+            return top_k_indices(_query_scores(q, encoder, scoring, lexical_scorer), k).tolist()
         return topk
     if name in ("ecse", "ecse-window"):
         settings = _ecse_settings(spec, arg) if name == "ecse" else {}
@@ -88,6 +95,8 @@ def build_method(
             except ValueError:
                 raise ConfigError(f"method {spec!r} needs a window, e.g. ecse-window:1") from None
         strategy = settings.pop("rationales", "query")
+        if settings.pop("lexical_scorer", "bm25") == "sparse":
+            settings["sparse_encoder"] = _sparse_model(spec, encoder)
         selector = MeteoraSelector(encoder, **{"expansion_window": 0, **settings})
         if strategy == "auto":
             return lambda q: selector.select_auto(q.candidates, q.question).selected_indices
@@ -98,13 +107,13 @@ def build_method(
     if name in ("meve", "pipeline"):
         return _pipeline_method(pipeline_method_config(spec), encoder, None, None, token_counter)
     raise ConfigError(
-        f"unknown method {spec!r}; use topk-cosine:K, topk-hybrid:K, bm25:K, ecse[:settings], ecse-window:W, "
+        f"unknown method {spec!r}; use topk-cosine:K, topk-hybrid:K, bm25:K, topk-sparse:K, topk-hybrid-sparse:K, ecse[:settings], ecse-window:W, "
         "ecse-llm[:settings], ecse-llm-verify[:settings], meve[:settings], pipeline[:settings], pipeline-llm[:settings]"
     )
 
 
 def topk_k(spec: str) -> int:
-    """The K of a ``topk-cosine:K``, ``topk-hybrid:K`` or ``bm25:K`` spec.
+    """The K of a fixed top-K spec (``topk-cosine:K``, ``topk-hybrid:K``, ``bm25:K``, ``topk-sparse:K``, ``topk-hybrid-sparse:K``).
 
     Raises:
         ConfigError: K is missing, not an integer or below 1.
@@ -135,7 +144,7 @@ def pipeline_method_config(spec: str) -> PipelineConfig:
     return config
 
 
-_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "pooled_cut", "pooled_z", "pooled_gap", "cover_z",
+_ECSE_SETTINGS = ("scoring", "rationales", "lexical_weight", "lexical_scorer", "pooled_cut", "pooled_z", "pooled_gap", "cover_z",
                   "cover_lead", "robust_z", "top_band", "pairing_band", "elbow_z_threshold", "expansion_window")
 
 
@@ -146,15 +155,28 @@ def _ecse_settings(spec: str, arg: str) -> dict[str, Any]:
         raise ConfigError(f"method {spec!r}: unknown ECSE setting(s) {unknown}; known: {list(_ECSE_SETTINGS)}")
     if settings.get("rationales", "query") not in ("auto", "query"):
         raise ConfigError(f"method {spec!r}: rationales must be auto or query")
+    if settings.get("lexical_scorer", "bm25") not in ("bm25", "sparse"):
+        raise ConfigError(f"method {spec!r}: lexical_scorer must be bm25 or sparse")
     return settings
 
 
-def _query_scores(q: EvalQuestion, encoder: EncoderLike, scoring: str) -> np.ndarray:
-    """The question's score for every candidate: cosine, BM25 over the candidates, or both fused."""
+def _sparse_model(spec: str, encoder: EncoderLike) -> object:
+    """The learned sparse model the encoder carries, or a one-line error naming the method."""
+    model = sparse_encoder_of(encoder)
+    if model is None:
+        raise ConfigError(f"method {spec!r} needs the learned sparse model: give --bundle with a sparse_encoder component")
+    return model
+
+
+def _query_scores(q: EvalQuestion, encoder: EncoderLike, scoring: str, lexical_scorer: str = "bm25") -> np.ndarray:
+    """The question's score for every candidate: cosine, BM25 or the sparse model over the candidates, or fused."""
     dense = cosine_matrix(embed(encoder, [q.question]), embed(encoder, q.candidates))
     if scoring == "dense":
         return dense[0]
-    lexical = BM25Index.from_texts(q.candidates, analyzer=analyzer_of(encoder)).text_scores(q.question)[None, :]
+    if lexical_scorer == "sparse":
+        lexical = SparseIndex.from_texts(q.candidates, encoder=sparse_encoder_of(encoder)).text_scores(q.question)[None, :]
+    else:
+        lexical = BM25Index.from_texts(q.candidates, analyzer=analyzer_of(encoder)).text_scores(q.question)[None, :]
     if scoring == "lexical":
         return lexical[0]
     return fuse_scores(dense, lexical, scoring="hybrid")[0]
@@ -212,9 +234,12 @@ def _pipeline_method(
                             scorer=scorer)
     settings = config.to_dict()
     rerank = scorer is not None and config.llm_pool is not None
+    sparse = sparse_encoder_of(encoder)
+    sparse = sparse if resolve_lexical_scorer(config.lexical_scorer, sparse_encoder=sparse) == "sparse" else None
 
     def run(q: EvalQuestion) -> list[int]:
-        request = SelectRequest(query=q.question, index=InMemoryIndex(q.candidates, encoder), settings=settings,
+        index = InMemoryIndex(q.candidates, encoder, sparse_encoder=sparse)
+        request = SelectRequest(query=q.question, index=index, settings=settings,
                                 generate_rationales=generator is not None, llm_rerank=rerank)
         return [int(i) for i in runtime.result(request).ids]
 
@@ -269,6 +294,19 @@ class _ScoreMemo:
         return np.asarray([self._memo[(query, p)] for p in passages], dtype=np.float64)
 
 
+class _SparseMemo:
+    """A sparse encoder that remembers every text's vector (its identity is the wrapped one's)."""
+
+    def __init__(self, inner: Any) -> None:
+        self.inner, self.identity, self._memo = inner, inner.identity, {}  # type: dict[str, SparseVector]
+
+    def encode_sparse(self, texts: list[str]) -> list[SparseVector]:
+        missing = list(dict.fromkeys(t for t in texts if t not in self._memo))
+        if missing:
+            self._memo.update(zip(missing, self.inner.encode_sparse(missing)))
+        return [self._memo[t] for t in texts]
+
+
 class CachedEncoder:
     """Remembers every text's vector, so methods compared on one question embed it once.
 
@@ -283,6 +321,9 @@ class CachedEncoder:
         self.cosine_tau = getattr(encoder, "cosine_tau", None)
         self._memo: dict[str, np.ndarray] = {}
         self._token_memo: dict[str, np.ndarray] = {}
+        sparse = sparse_encoder_of(encoder)
+        if sparse is not None:  # the learned sparse model's vectors, each text's once too
+            self.sparse_encoder = _SparseMemo(sparse)
         if hasattr(encoder, "token_vectors"):  # word pieces only when the wrapped encoder has them (the token cover)
             self.pieces = encoder.pieces  # type: ignore[union-attr]
             self.token_vectors = self._token_vectors
@@ -305,5 +346,7 @@ class CachedEncoder:
         """Embed a question and its candidates now; return the milliseconds it took."""
         t0 = time.perf_counter()
         self.encode([question.question, *question.candidates])
+        if hasattr(self, "sparse_encoder"):
+            self.sparse_encoder.encode_sparse([question.question, *question.candidates])
         return (time.perf_counter() - t0) * 1000
 

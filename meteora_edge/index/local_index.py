@@ -7,6 +7,8 @@ One version of an index is a generation folder (see :mod:`meteora_edge.index.gen
     chunks.jsonl         one chunk record per line (id, text, sha256 of the text, source, offsets, metadata)
     chunk_offsets.npy    byte offset of every line, so records load on demand
     bm25_*.npy/.json     the BM25 index (see :mod:`meteora_edge.models.bm25`)
+    sparse_*.npy         optional: learned-sparse postings over every chunk id, beside BM25, when the index was
+                         built with ``lexical_scorer="sparse"`` (see :mod:`meteora_edge.models.sparse_index`)
     ann.faiss            optional: an ANN structure for kNN (see :mod:`meteora_edge.index.ann_index`)
     sources.json         format 3: the source table (see :mod:`meteora_edge.index.sources`)
     delta_*, deleted.npy format 3: chunks added since the base files and removed ids
@@ -34,6 +36,7 @@ import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
 from ..models.bm25 import BM25_VOCAB, BM25Index
+from ..models.sparse_index import SPARSE_ARRAYS, SparseIndex, sparse_encoder_of
 from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, write_ann
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_lines, embed_into
@@ -43,7 +46,7 @@ from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSIO
                        SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
 from .sources import SourceEntry, decode_table, table_from_records
-from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync
+from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync, write_sparse
 from .chunking import DEFAULT_BOUNDARIES, check_chunking, count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
@@ -135,6 +138,17 @@ class LocalIndex(LocalReads):
         self.bm25: BM25Index | CombinedBM25 = base_bm25
         if segments["delta"] or segments["deleted"]:
             self.bm25 = CombinedBM25(base_bm25, self.delta.bm25, self.deleted)
+        #: "sparse" when the index holds learned-sparse postings beside BM25 (queries are then scored by them), else "bm25"
+        self.lexical_scorer = "sparse" if "lexical" in manifest else "bm25"
+        self.sparse: SparseIndex | None = None
+        if "lexical" in manifest:
+            arrays = [read_npy(handles[name], dtype=dtype, shape=None, mmap=True, where=str(where / name))
+                      for name, dtype in SPARSE_ARRAYS]
+            self.sparse = SparseIndex.from_arrays(*arrays, n_docs=count, where=f"index {where}")
+            self.sparse.encoder_identity = manifest["lexical"]["model"]
+            known = previous.sparse if previous is not None else None
+            if known is not None and known.encoder is not None and known.encoder_identity == self.sparse.encoder_identity:
+                self.sparse.encoder = known.encoder  # a version an update wrote keeps the model its writer was opened with
         self._sources: dict[str, SourceEntry] | None = None
         # the source table is read when asked (sync, add, info), not at every load
         self._sources_file = reopened(handles[SOURCES_FILE], self) if SOURCES_FILE in handles else None
@@ -212,6 +226,7 @@ class LocalIndex(LocalReads):
         bundle: str | os.PathLike[str] | None = None,
         lock_timeout: float | None = None,
         analyzer: Analyzer = DEFAULT_ANALYZER,
+        lexical_scorer: str = "bm25",
     ) -> LocalIndex:
         """Chunk, embed and index ``documents`` into the folder ``out``.
 
@@ -227,6 +242,9 @@ class LocalIndex(LocalReads):
         terms and is recorded in the manifest, so queries and later :meth:`add` calls are
         analysed the same way. ``chunk_size``, ``overlap`` and ``boundaries`` are as
         :func:`~meteora_edge.index.chunking.chunk_text`'s and recorded too, so :meth:`add` cuts alike.
+        ``lexical_scorer="sparse"`` also encodes every chunk with the learned
+        sparse model ``encoder`` carries (a bundle with a ``sparse_encoder``) and stores its postings
+        beside BM25; the manifest records the model, and queries are then scored by it.
 
         Returns:
             The new index, opened.
@@ -246,6 +264,7 @@ class LocalIndex(LocalReads):
         check_chunking(chunk_size, overlap, boundaries)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
+        sparse_model = _sparse_model(lexical_scorer, encoder)
         record = bundle_record(bundle)
         folder = spool_folder(target)
         # the records, BM25 postings and vectors go to temporary files as they are made, so memory
@@ -266,6 +285,7 @@ class LocalIndex(LocalReads):
             table = sources if sources.grouped() else build_table(documents, counts)
             with VectorSpool(len(records), folder, where=target) as vectors, spool_file(folder, "ann") as ann_file:
                 embed_into(vectors, encoder, records.texts(), batch_size, progress)
+                sparse = None if sparse_model is None else _sparse_postings(sparse_model, records.texts(), batch_size)
                 entry = ann_entry(ann, len(records)) if ann is not None else None
                 if entry is not None:  # built before the lock is taken (it is the slow part), kept on disk
                     write_ann(vectors, entry, ann_file)
@@ -281,12 +301,13 @@ class LocalIndex(LocalReads):
                     "last_write": {"op": "build", "chunks": len(records)},
                     "segments": {"base": len(records), "delta": 0, "deleted": 0},
                     **({"ann": entry} if entry is not None else {}),
+                    **({"lexical": {"scorer": "sparse", "model": sparse.encoder_identity}} if sparse else {}),
                 }
                 with writer_lock(target, create=True, timeout=wait):
                     if target_state(target) == "index" and not overwrite:  # another build got there first
                         raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
                     with new_generation(target) as writer:
-                        _write(writer, manifest, vectors, records, bm25, ann_file if entry else None, table)
+                        _write(writer, manifest, vectors, records, bm25, ann_file if entry else None, table, sparse)
                     return cls.load(target, encoder=encoder, verify=False)
 
     def add(
@@ -453,6 +474,13 @@ class LocalIndex(LocalReads):
                 f"index {self.root} was built with encoder {self.encoder_id!r}, not {given!r}; "
                 "use the same --bundle or rebuild the index"
             )
+        model = sparse_encoder_of(encoder)
+        if self.sparse is not None and model is not None:
+            if model.identity != self.sparse.encoder_identity:
+                raise LocalIndexError(
+                    f"index {self.root} holds the postings of the sparse model {self.sparse.encoder_identity!r}, "
+                    f"not {model.identity!r}; use the same --bundle or rebuild the index")
+            self.sparse.encoder = model
 
 
 def _write(
@@ -463,9 +491,10 @@ def _write(
     bm25: PostingSpool,
     ann: BinaryIO | None,
     table: TableSpool | dict[str, SourceEntry],
+    sparse: SparseIndex | None = None,
 ) -> None:
     """Write the generation of a build from its spools: one base segment (and the ANN structure,
-    serialised in the file ``ann``) and its source table."""
+    serialised in the file ``ann``), its source table and the sparse postings, if any."""
     from .sources import encode_table
 
     with writer.stream("vectors.npy") as out:
@@ -474,6 +503,8 @@ def _write(
         records.write_to(out)
     writer.write_array("chunk_offsets.npy", records.offsets())
     bm25.write(writer)
+    if sparse is not None:
+        write_sparse(writer, sparse)
     if ann is not None:
         ann.seek(0)
         with writer.stream(ANN_FILE) as out:
@@ -484,3 +515,28 @@ def _write(
         else:
             out.write(encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})
+
+
+def _sparse_model(lexical_scorer: str, encoder: EncoderLike) -> Any:
+    """The learned sparse model a build with ``lexical_scorer`` needs (None for BM25 alone)."""
+    if lexical_scorer not in ("bm25", "sparse"):
+        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
+    if lexical_scorer == "bm25":
+        return None
+    model = sparse_encoder_of(encoder)
+    if model is None:
+        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
+                          "component (meteora-edge models install splade-tiny), or use bm25")
+    return model
+
+
+def _sparse_postings(model: Any, texts: Any, batch_size: int) -> SparseIndex:
+    """Every chunk's sparse vector, encoded ``batch_size`` texts at a time, as postings."""
+    vectors, batch = [], []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == batch_size:
+            vectors += model.encode_sparse(batch)
+            batch = []
+    vectors += model.encode_sparse(batch) if batch else []
+    return SparseIndex(vectors, encoder=model)

@@ -25,6 +25,7 @@ from .content_hashes import source_counts
 if TYPE_CHECKING:
     from ..models.analyzer import Analyzer
     from ..models.bm25 import BM25Index
+    from ..models.sparse_index import SparseIndex
     from .segments import CombinedBM25, DeltaSegment
     from .sources import SourceEntry
 
@@ -45,6 +46,8 @@ class LocalReads:
     delta: DeltaSegment
     deleted: np.ndarray
     bm25: BM25Index | CombinedBM25
+    lexical_scorer: str
+    sparse: SparseIndex | None
     ann: AnnIndex | None
     _base_vectors: np.ndarray
     _vector_rows: RowReader | None
@@ -139,6 +142,41 @@ class LocalReads:
         """BM25 of ``text`` (this package's own, as in :meth:`bm25_search`) for each of ``ids``."""
         return self.bm25.text_scores_for(text, ids)
 
+    def sparse_search(self, query: str, k: int, *, model: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The learned-sparse postings over the whole index: the ``k`` best chunk ids with a positive score.
+
+        ``model`` encodes the query (default: the one the index was opened with); it must be the model
+        that built the postings.
+
+        Raises:
+            InputError: the index holds no sparse postings, or no sparse model to encode the query.
+            LocalIndexError: ``model`` is another model than the one that built the postings.
+        """
+        scores = self._sparse_query_scores(query, model)
+        if self._live is not None:
+            scores[~self._live] = -np.inf
+        best = top_k_indices(scores, k)
+        best = best[scores[best] > 0]
+        return best, scores[best]
+
+    def sparse_scores(self, text: str, ids: Sequence[int], *, model: Any = None) -> np.ndarray:
+        """The sparse model's score of ``text`` for each of ``ids`` (``model`` as in :meth:`sparse_search`)."""
+        return self._sparse_query_scores(text, model)[np.asarray(list(ids), dtype=np.int64)]
+
+    def _sparse_query_scores(self, text: str, model: Any) -> np.ndarray:
+        if self.sparse is None:
+            raise InputError(f"index {self.root} holds no sparse postings; rebuild it with --lexical-scorer sparse")
+        if model is None:
+            if self.sparse.encoder is None:
+                raise InputError(f"index {self.root} was built with the sparse model {self.sparse.encoder_identity!r}: "
+                                 "open it with the bundle that holds it")
+            return self.sparse.text_scores(text)
+        if getattr(model, "identity", None) != self.sparse.encoder_identity:
+            raise LocalIndexError(f"index {self.root} holds the postings of the sparse model "
+                                  f"{self.sparse.encoder_identity!r}, not {getattr(model, 'identity', None)!r}; "
+                                  "use the same --bundle or rebuild the index")
+        return self.sparse.vector_scores(model.encode_sparse([text])[0])
+
     def vectors_for(self, ids: Sequence[int], *, include_removed: bool = False) -> np.ndarray:
         """The L2-normalised vectors of ``ids`` (float32; the base segment's are read from the mapped file)."""
         wanted = np.asarray(list(ids) if not isinstance(ids, (range, np.ndarray)) else ids, dtype=np.int64)
@@ -179,6 +217,9 @@ class LocalReads:
             "chunking": self.manifest["chunking"],
             "bm25_terms": len(self.bm25.vocab),
             "analyzer": self.analyzer.record(),
+            "lexical_scorer": self.lexical_scorer,
+            "sparse_model": self.sparse.encoder_identity if self.sparse is not None else None,
+            "sparse_postings": self.sparse.n_postings if self.sparse is not None else None,
             "ann": self.manifest.get("ann"),
             "created": self.manifest.get("created"),
             "updated": self.manifest.get("updated"),

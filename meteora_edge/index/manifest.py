@@ -18,6 +18,7 @@ from typing import Any
 
 from ..models.bm25 import BM25_ARRAYS, BM25_VOCAB
 from .chunking import BOUNDARIES
+from ..models.sparse_index import SPARSE_ARRAYS
 from ..errors import LocalIndexError
 
 __all__ = [
@@ -30,6 +31,7 @@ __all__ = [
     "SOURCES_FILE",
     "DELTA_FILES",
     "DELETED_FILE",
+    "SPARSE_FILES",
     "generation_files",
     "GENERATION_NAME",
     "MAX_MANIFEST_BYTES",
@@ -51,6 +53,8 @@ DELTA_FILES = ("delta_vectors.npy", "delta_chunks.jsonl", "delta_chunk_offsets.n
                *(f"delta_{n}" for n, _ in BM25_ARRAYS), f"delta_{BM25_VOCAB}")
 #: Format 3: the sorted ids of removed chunks, until a compaction drops them.
 DELETED_FILE = "deleted.npy"
+#: Format 3: learned-sparse postings over every chunk id, present exactly when the manifest has a ``lexical`` entry.
+SPARSE_FILES = tuple(n for n, _ in SPARSE_ARRAYS)
 _ANN_FACTORY = re.compile(r"(IVF[1-9]\d{0,5}|HNSW[1-9]\d{0,2}),SQ8")
 GENERATION_NAME = re.compile(r"gen-(\d{6,12})-[0-9a-f]{8}")
 MAX_MANIFEST_BYTES = 1 << 20
@@ -180,8 +184,13 @@ _MANIFESTS[3] = _Object({
     "segments": _Object({"base": _Integer(1, 1 << 40), "delta": _Integer(0, 1 << 40),
                          "deleted": _Integer(0, 1 << 40)}),
     "files": _Object({name: _FILE_ENTRY for name in (*REQUIRED_FILES, SOURCES_FILE)},
-                     {ANN_FILE: _FILE_ENTRY, DELETED_FILE: _FILE_ENTRY, **{n: _FILE_ENTRY for n in DELTA_FILES}}),
-}, _MANIFESTS[2].optional)
+                     {ANN_FILE: _FILE_ENTRY, DELETED_FILE: _FILE_ENTRY, **{n: _FILE_ENTRY for n in DELTA_FILES},
+                      **{n: _FILE_ENTRY for n in SPARSE_FILES}}),
+}, {
+    **_MANIFESTS[2].optional,
+    # learned-sparse postings beside BM25 (absent: BM25 is the index's lexical scorer), and the model that made them
+    "lexical": _Object({"scorer": _OneOf(("sparse",)), "model": _Text(512)}),
+})
 
 
 def generation_files(manifest: dict[str, Any]) -> tuple[str, ...]:
@@ -192,7 +201,7 @@ def generation_files(manifest: dict[str, Any]) -> tuple[str, ...]:
     if segments is None:
         return names
     return (*names, SOURCES_FILE, *(DELTA_FILES if segments["delta"] else ()),
-            *((DELETED_FILE,) if segments["deleted"] else ()))
+            *((DELETED_FILE,) if segments["deleted"] else ()), *(SPARSE_FILES if "lexical" in manifest else ()))
 
 
 def _refuse_constant(name: str) -> Any:

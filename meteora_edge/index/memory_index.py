@@ -14,6 +14,7 @@ import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, Analyzer
 from ..models.bm25 import BM25Index
+from ..models.sparse_index import SparseIndex
 from ..documents import document_texts
 from ..models.encoders import EncoderLike, embed, encoder_id, normalize_rows
 from ..errors import InputError
@@ -32,6 +33,8 @@ class InMemoryIndex:
         labels: an id per document, reported in records (defaults to positions).
         knn_scope / bm25_scope: positions kNN / BM25 may return (default: all).
         analyzer: turns the chunks and queries into BM25 terms (default: ``english``).
+        sparse_encoder: a learned sparse encoder (SPLADE); when given, the chunks' sparse
+            vectors are indexed beside BM25 and :attr:`lexical_scorer` is ``"sparse"``.
     """
 
     def __init__(
@@ -44,6 +47,7 @@ class InMemoryIndex:
         knn_scope: Sequence[int] | None = None,
         bm25_scope: Sequence[int] | None = None,
         analyzer: Analyzer = DEFAULT_ANALYZER,
+        sparse_encoder: object | None = None,
     ) -> None:
         self.texts = document_texts(documents)
         self.documents = list(documents)
@@ -55,6 +59,9 @@ class InMemoryIndex:
         self.labels = list(labels) if labels is not None else list(range(len(self.texts)))
         self.analyzer = analyzer
         self.bm25 = BM25Index.from_texts(self.texts, analyzer=analyzer)
+        self.sparse = None if sparse_encoder is None else SparseIndex.from_texts(self.texts, encoder=sparse_encoder)
+        #: the lexical scorer the index was built with: "sparse" (sparse postings beside BM25) or "bm25"
+        self.lexical_scorer = "bm25" if self.sparse is None else "sparse"
         self._knn = None if knn_scope is None else np.unique(np.asarray(knn_scope, dtype=np.int64))
         self._bm25_scope = None if bm25_scope is None else sorted(bm25_scope)
 
@@ -76,6 +83,20 @@ class InMemoryIndex:
     def lexical_scores(self, text: str, ids: Sequence[int]) -> np.ndarray:
         """BM25 of ``text`` for each of ``ids`` (over every chunk, whatever the BM25 scope)."""
         return self.bm25.text_scores_for(text, ids)
+
+    def sparse_search(self, query: str, k: int, *, model: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """The ``k`` best chunks by the sparse model (within the BM25 scope), best first (the index's own
+        model encodes the query; ``model`` is for the protocol's sake)."""
+        return self._sparse_index().search(query, k, within=self._bm25_scope)
+
+    def sparse_scores(self, text: str, ids: Sequence[int], *, model: Any = None) -> np.ndarray:
+        """The sparse model's score of ``text`` for each of ``ids``."""
+        return self._sparse_index().text_scores_for(text, ids)
+
+    def _sparse_index(self) -> SparseIndex:
+        if self.sparse is None:
+            raise InputError("this index holds no sparse postings; build it with a sparse_encoder")
+        return self.sparse
 
     def vectors_for(self, ids: Sequence[int]) -> np.ndarray:
         return self.vectors[list(ids)]

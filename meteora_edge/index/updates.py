@@ -27,9 +27,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 import numpy as np
 
-from ..errors import InputError
+from ..errors import InputError, LocalIndexError
 from ..models.bm25 import BM25_VOCAB, BM25Index
 from ..models.encoders import EncoderLike
+from ..models.sparse_index import SparseIndex, SparseVector, sparse_encoder_of
 from .ann_index import build_ann
 from .chunk_records import Progress, chunk_documents, embed_batches, finite, record_line
 from .chunking import stored_boundaries
@@ -60,6 +61,7 @@ class IndexVersion(Protocol):
     analyzer: Analyzer
     delta: DeltaSegment
     deleted: np.ndarray
+    sparse: SparseIndex | None
 
     @property
     def sources(self) -> dict[str, SourceEntry]: ...
@@ -69,7 +71,7 @@ class IndexVersion(Protocol):
     def vectors_for(self, ids: Sequence[int], *, include_removed: bool = False) -> np.ndarray: ...
 
 __all__ = ["IndexVersion", "SourceAddition", "UpdatePlan", "addition", "build_table", "plan_add", "plan_remove", "plan_sync",
-           "apply_update", "write_chunks"]
+           "apply_update", "write_chunks", "write_sparse"]
 
 _READ_BATCH = 4096
 
@@ -213,6 +215,7 @@ def apply_update(base: IndexVersion, plan: UpdatePlan, encoder: EncoderLike, *, 
     texts, lines, counts = chunk_documents(documents, start, chunking["chunk_size"], chunking["overlap"],
                                            stored_boundaries(chunking))
     vectors = _vectors(base, documents, counts, texts, encoder, batch_size, progress)
+    sparse = _sparse_vectors(base, texts, encoder)
     ranges = iter(_ranges(documents, counts, start))
     for item in plan.add:
         mine = tuple(r for r in (next(ranges) for _ in item.documents) if r[1] < r[2])
@@ -232,9 +235,9 @@ def apply_update(base: IndexVersion, plan: UpdatePlan, encoder: EncoderLike, *, 
     manifest = _manifest(base, plan.op, len(lines))
     with new_generation(base.root) as writer:
         if compact:
-            table = _compact(writer, base, manifest, lines, texts, vectors, deleted, table)
+            table = _compact(writer, base, manifest, lines, texts, vectors, deleted, table, sparse)
         else:
-            write_chunks(writer, base, manifest, lines, texts, vectors, deleted, table)
+            write_chunks(writer, base, manifest, lines, texts, vectors, deleted, table, sparse)
     return len(lines), sum(1 for n in counts if n), len(removed), table
 
 
@@ -265,11 +268,36 @@ def _vectors(base: IndexVersion, documents: Sequence[SourceDocument], counts: Se
     return out
 
 
+def write_sparse(writer: GenerationWriter, sparse: SparseIndex) -> None:
+    """Write the learned-sparse postings (see :data:`~meteora_edge.index.manifest.SPARSE_FILES`)."""
+    for name, array in sparse.arrays().items():
+        writer.write_array(name, array)
+
+
+def _sparse_vectors(base: IndexVersion, texts: Sequence[str], encoder: EncoderLike | None) -> list[SparseVector] | None:
+    """The new chunks' learned-sparse vectors when the index holds sparse postings (None when it does not).
+
+    Raises:
+        LocalIndexError: new chunks, and no sparse model or another one than the one that built the index.
+    """
+    if base.sparse is None:
+        return None
+    if not texts:
+        return []
+    model = sparse_encoder_of(encoder)
+    if model is None or model.identity != base.sparse.encoder_identity:
+        raise LocalIndexError(
+            f"index {base.root} holds the postings of the sparse model {base.sparse.encoder_identity!r}; add to it with "
+            f"the bundle that holds that model (given: {getattr(model, 'identity', 'none')}), or rebuild the index")
+    return model.encode_sparse(list(texts))
+
+
 def _manifest(base: IndexVersion, op: str, chunks: int) -> dict[str, Any]:
     return {
         **{k: base.manifest[k] for k in ("format", "encoder", "chunking", "created")},
         **({"analyzer": base.manifest["analyzer"]} if "analyzer" in base.manifest else {}),
         **({"ann": base.manifest["ann"]} if "ann" in base.manifest else {}),
+        **({"lexical": base.manifest["lexical"]} if "lexical" in base.manifest else {}),
         "format_version": INDEX_FORMAT_VERSION,
         "last_write": {"op": op, "chunks": chunks},
     }
@@ -296,9 +324,10 @@ def _write_bm25(writer: GenerationWriter, prefix: str, bm25: BM25Index) -> None:
 
 def write_chunks(writer: GenerationWriter, base: IndexVersion, manifest: dict[str, Any], lines: Sequence[bytes],
                  texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray,
-                 table: dict[str, SourceEntry]) -> None:
+                 table: dict[str, SourceEntry], sparse: list[SparseVector] | None = None) -> None:
     """Write a generation that keeps ``base``'s base files (linked) and appends ``lines`` with their
-    ``vectors`` to its delta segment; ``deleted`` and ``table`` are the new removed ids and sources."""
+    ``vectors`` to its delta segment; ``deleted`` and ``table`` are the new removed ids and sources.
+    The sparse postings (when the index has them) cover every id, so they are written whole, extended by ``sparse``."""
     for name in (*REQUIRED_FILES, *((ANN_FILE,) if "ann" in base.manifest else ())):
         writer.link(name, base.folder / name, base.manifest["files"][name])
     old = base.delta
@@ -307,6 +336,8 @@ def write_chunks(writer: GenerationWriter, base: IndexVersion, manifest: dict[st
         offsets = _write_lines(writer, "delta_chunks.jsonl", old.chunk_bytes(), old.offsets, lines)
         writer.write_array("delta_chunk_offsets.npy", offsets)
         _write_bm25(writer, "delta_", old.bm25.extend_texts(texts))
+    if base.sparse is not None:
+        write_sparse(writer, base.sparse.extend(sparse or []))
     _finish(writer, manifest, base.base_count, base.id_count - base.base_count + len(lines), deleted, table)
 
 
@@ -320,8 +351,8 @@ def _finish(writer: GenerationWriter, manifest: dict[str, Any], base_count: int,
 
 
 def _compact(writer: GenerationWriter, base: IndexVersion, manifest: dict[str, Any], lines: Sequence[bytes],
-             texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray, table: dict[str, SourceEntry]
-             ) -> dict[str, SourceEntry]:
+             texts: Sequence[str], vectors: np.ndarray, deleted: np.ndarray, table: dict[str, SourceEntry],
+             sparse: list[SparseVector] | None = None) -> dict[str, SourceEntry]:
     """Write every live chunk (the old ones, then ``lines``) as one base segment, ids renumbered."""
     total = base.id_count + len(lines)
     live = np.ones(total, dtype=bool)
@@ -345,6 +376,8 @@ def _compact(writer: GenerationWriter, base: IndexVersion, manifest: dict[str, A
     writer.write_array("vectors.npy", all_vectors)
     writer.write_array("chunk_offsets.npy", _write_lines(writer, "chunks.jsonl", b"", np.zeros(0), kept))
     _write_bm25(writer, "", BM25Index.from_texts(kept_texts, analyzer=base.analyzer))
+    if base.sparse is not None:
+        write_sparse(writer, base.sparse.extend(sparse or []).subset(np.flatnonzero(live)))
     if "ann" in manifest:
         writer.write_bytes(ANN_FILE, build_ann(all_vectors, manifest["ann"]))
     renumbered = {key: dataclasses.replace(entry, documents=tuple(

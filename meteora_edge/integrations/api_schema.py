@@ -28,7 +28,7 @@ import re
 from dataclasses import fields
 from typing import Any
 
-from ..pipeline.config import RATIONALE_STRATEGIES, PipelineConfig
+from ..pipeline.config import LEXICAL_SCORERS, RATIONALE_STRATEGIES, PipelineConfig
 from ..pipeline.ladder import RUNGS
 from ..pipeline.report import DETAILS, FORMAT, VERSION
 from ..selection.ecse import POOLED_CUTS
@@ -39,7 +39,7 @@ from .rerank_schema import RERANK_PATHS, rerank_answer_schema, rerank_request_sc
 __all__ = ["request_json_schema", "described", "answer_schema", "openapi_document", "package_version", "ERROR_SCHEMA"]
 
 _TYPES = {"int": "integer", "float": "number", "str": "string", "bool": "boolean"}
-_CHOICES: dict[str, tuple[str, ...]] = {"scoring": SCORINGS, "pooled_cut": POOLED_CUTS, "verification": RUNGS,
+_CHOICES: dict[str, tuple[str, ...]] = {"scoring": SCORINGS, "lexical_scorer": LEXICAL_SCORERS, "pooled_cut": POOLED_CUTS, "verification": RUNGS,
                                         "oversize": ("drop", "truncate")}
 ERROR_SCHEMA: dict[str, Any] = {
     "type": "object", "required": ["error"], "additionalProperties": False,

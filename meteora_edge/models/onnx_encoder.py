@@ -37,6 +37,7 @@ from ..errors import BundleError, ConfigError, MeteoraError, ModelError
 from .onnx_session import create_session, feed_for, load_tokenizer, pad_encodings, tokenize_batch
 from .cpu_features import cpu_info
 from .precision import MIN_COSINE, PRECISIONS, VARIANTS, below_bound, choose_precision, probe_cosine
+from .sparse_encoder import SPARSE_KIND, OnnxSparseEncoder
 from .token_memo import DEFAULT_TOKEN_MEMO_BYTES, TokenMemo
 
 from .piece_vectors import PieceVectors
@@ -444,6 +445,8 @@ def load_encoder(
     """The encoder the CLI uses: the bundle's ONNX encoder, or :class:`HashingEncoder` without one.
 
     The hashing encoder never uses the cache (hashing a text is faster than looking it up).
+    When the bundle also holds a learned sparse model (a ``sparse_encoder`` component), the
+    encoder carries it as ``sparse_encoder`` (an :class:`~.sparse_encoder.OnnxSparseEncoder`).
 
     Args:
         bundle: the bundle folder, or None for the hashing encoder.
@@ -459,6 +462,16 @@ def load_encoder(
     if bundle is None:
         return HashingEncoder()
     loaded = bundle if isinstance(bundle, Bundle) else Bundle.load(bundle)
+    encoder = _dense_encoder(loaded, threads=threads, precision=precision, cache=cache, index_encoder=index_encoder,
+                             sessions=sessions)
+    sparse = next((name for name, comp in loaded.components.items() if comp.kind == SPARSE_KIND), None)
+    if sparse is not None:  # the lexical half of the hybrid score can then be the learned sparse model's
+        encoder.sparse_encoder = OnnxSparseEncoder.from_bundle(loaded, component=sparse, threads=threads)  # type: ignore[union-attr]
+    return encoder
+
+
+def _dense_encoder(loaded: Bundle, *, threads: int, precision: str, cache: CacheSetting, index_encoder: str | None,
+                   sessions: int) -> EncoderLike:
     if "encoder" not in loaded.components:
         return HashingEncoder()  # e.g. a bundle holding only the llm so far; traces name the encoder used
     comp = loaded.components["encoder"]

@@ -11,9 +11,10 @@ from ..errors import ConfigError
 from ..selection.ecse import check_scoring, check_window
 from .ladder import RUNGS
 
-__all__ = ["PipelineConfig", "RATIONALE_STRATEGIES", "default_window", "is_ordered_document", "select_config"]
+__all__ = ["PipelineConfig", "RATIONALE_STRATEGIES", "LEXICAL_SCORERS", "default_window", "is_ordered_document", "select_config"]
 
 RATIONALE_STRATEGIES = ("auto", "query", "llm+auto")
+LEXICAL_SCORERS = ("auto", "bm25", "sparse")
 
 
 def _check_int(name: str, value: object, low: int, *, optional: bool = False) -> None:
@@ -39,7 +40,12 @@ class PipelineConfig:
         scoring: how chunks are scored wherever the pipeline ranks them — ``"hybrid"``
             (standardised cosine + ``lexical_weight`` × standardised BM25, the default),
             ``"dense"`` (cosine; ECSE is then METEORA exactly) or ``"lexical"`` (BM25).
-        lexical_weight: weight of BM25 in the hybrid score.
+        lexical_weight: weight of the lexical part (BM25 or the sparse model) in the hybrid score.
+        lexical_scorer: what the lexical part of the score is — ``"bm25"`` (Okapi BM25 over the
+            analyser's terms, model-free), ``"sparse"`` (the dot product of learned sparse
+            vectors, SPLADE: needs a bundle with a ``sparse_encoder``) or ``"auto"`` (the one the
+            index was built with; for given passages BM25, see
+            :data:`~meteora_edge.pipeline.retrieval.AUTO_FOR_PASSAGES`). The fallback phase always uses BM25.
         rationales: where the rationales come from when none are given — ``"auto"`` (the
             generator's when there is one, else the question's parts and a second hop written
             by rule, see :mod:`meteora_edge.selection.auto_rationales`), ``"query"`` (the
@@ -110,6 +116,7 @@ class PipelineConfig:
     k_init: int = 50
     scoring: str = "hybrid"
     lexical_weight: float = 1.0
+    lexical_scorer: str = "auto"
     rationales: str = "auto"
     use_ecse: bool = True
     expansion_window: int = 0
@@ -143,6 +150,8 @@ class PipelineConfig:
         _check_int("k_init", self.k_init, 1)
         check_scoring(self.scoring, self.pooled_cut)
         _check_float("lexical_weight", self.lexical_weight, 0.0, 1e6)
+        if self.lexical_scorer not in LEXICAL_SCORERS:
+            raise ConfigError(f"lexical_scorer must be one of {', '.join(LEXICAL_SCORERS)}, got {self.lexical_scorer!r}")
         if self.rationales not in RATIONALE_STRATEGIES:
             raise ConfigError(f"rationales must be one of {', '.join(RATIONALE_STRATEGIES)}, got {self.rationales!r}")
         if not isinstance(self.use_ecse, bool):

@@ -41,6 +41,7 @@ from ..index.memory_index import InMemoryIndex
 from ..models.analyzer import STOP_WORDS, Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.encoders import EncoderLike, HashingEncoder, cosine_tau, embed, encoder_id
+from ..models.sparse_index import SparseIndex, sparse_encoder_of
 from ..selection.ecse import MeteoraSelector
 from ..selection.rationales import RationaleGenerator, flag_rules, resolve_rationales, with_rules
 from ..selection.token_cover import NO_WORD_PIECES, QueryCover, cover_query, has_word_pieces
@@ -50,7 +51,7 @@ from .config import PipelineConfig
 from .ladder import CrossEncoder, choose_rung, run_ladder
 from .prioritise import drop_duplicates
 from .rerank import combined_scores, rerank_cut, rerank_pool
-from .retrieval import cosines as _cosines, fused, index_candidates
+from .retrieval import cosines as _cosines, fused, index_candidates, lexical_search, resolve_lexical_scorer
 from .trace import CandidateRecord, PhaseRecord, Trace
 
 __all__ = ["PipelineConfig", "EvidencePipeline", "PipelineResult"]
@@ -106,6 +107,8 @@ class EvidencePipeline:
         analyzer: the lexical analyser of every BM25 in a run (given passages, ECSE's hybrid
             score, the fallback). Default: the index's, else the encoder's (a bundle may
             record one), else ``english``. With an index it must be the index's own.
+        sparse_encoder: the learned sparse encoder (SPLADE) of ``lexical_scorer="sparse"``;
+            default: the one the encoder carries (a bundle with a ``sparse_encoder`` component).
 
     Example:
         >>> from meteora_edge import EvidencePipeline, PipelineConfig
@@ -127,6 +130,7 @@ class EvidencePipeline:
         token_counter: TokenCounter | None = None,
         relevance_scorer: CrossEncoder | None = None,
         analyzer: Analyzer | None = None,
+        sparse_encoder: object | None = None,
     ) -> None:
         self.config = config or PipelineConfig()
         self.encoder = encoder if encoder is not None else HashingEncoder()
@@ -150,6 +154,10 @@ class EvidencePipeline:
                 raise ConfigError(f"analyzer {analyzer.name!r} is not the index's ({self.analyzer.name!r}): a query "
                                   "must be analysed as its index was; leave analyzer out or rebuild the index")
             self.analyzer = analyzer
+        self.sparse_encoder = sparse_encoder if sparse_encoder is not None else sparse_encoder_of(self.encoder)
+        #: what the lexical half of every hybrid score is in a run: "bm25" or "sparse" (see PipelineConfig)
+        self.lexical_scorer = resolve_lexical_scorer(self.config.lexical_scorer, sparse_encoder=self.sparse_encoder,
+                                                     index=index)
         self.rung = choose_rung(self.config.verification, verifier=verifier, cross_encoder=cross_encoder,
                                 reranked=relevance_scorer is not None and self.config.llm_pool is not None)
         tau = self.config.tau_relevance
@@ -193,7 +201,9 @@ class EvidencePipeline:
         trace = Trace(query=query, config={**cfg.to_dict(), "rung": self.rung, "encoder": encoder_id(self.encoder),
                                             "encoder_precision": getattr(self.encoder, "precision_choice", None),
                                             "tokenizer": self.token_counter.identity,
-                                            "analyzer": f"{self.analyzer.name}:{self.analyzer.version}"})
+                                            "analyzer": f"{self.analyzer.name}:{self.analyzer.version}",
+                                            "lexical": self.lexical_scorer if self.lexical_scorer == "bm25" else
+                                            encoder_id(self.sparse_encoder)})
         if not isinstance(reject, (list, tuple)) or any(not isinstance(r, str) or not r.strip() for r in reject):
             raise InputError("reject must be a list of non-empty strings (rejection rules)")
         run = _Run(self, query, trace, tuple(" ".join(r.split()) for r in reject))
@@ -231,6 +241,7 @@ class _Run:
         self.priority: dict[int, tuple[float, str]] = {}
         self._bm25: BM25Index | None = None
         self._long: bool | None = None  # see _long_candidates
+        self._sparse: SparseIndex | None = None
 
     def _phase(self, name: str, started: float, summary: str, **details: Any) -> None:
         self.trace.phases.append(PhaseRecord(name, (time.perf_counter() - started) * 1000, summary, details))
@@ -254,9 +265,18 @@ class _Run:
             self._bm25 = self._bm25.extend_texts(self.texts[self._bm25.n_docs:])
         return self._bm25
 
-    def _lexical_index(self) -> BM25Index | None:
-        """The candidates' BM25 for ECSE when its scores have a lexical part, else None."""
-        return None if self.cfg.scoring == "dense" else self._candidate_bm25()
+    def _candidate_lexical(self) -> BM25Index | SparseIndex:
+        """The candidates' lexical index: their sparse vectors with ``lexical_scorer="sparse"``, else their BM25
+        (built once per run, again only when the candidates grew)."""
+        if self.pipe.lexical_scorer == "bm25":
+            return self._candidate_bm25()
+        if self._sparse is None or self._sparse.n_docs != len(self.texts):
+            self._sparse = SparseIndex.from_texts(self.texts, encoder=self.pipe.sparse_encoder)
+        return self._sparse
+
+    def _lexical_index(self) -> BM25Index | SparseIndex | None:
+        """The candidates' lexical index for ECSE when its scores have a lexical part, else None."""
+        return None if self.cfg.scoring == "dense" else self._candidate_lexical()
 
     # -- 1. candidates -------------------------------------------------------------------
 
@@ -275,7 +295,7 @@ class _Run:
             dense = _cosines(vectors, self.query_vector)
             for i, text in enumerate(texts):
                 self._add(text, passages[i], i, i, None)
-            lexical = self._candidate_bm25().text_scores(self.query) if cfg.scoring != "dense" and texts else None
+            lexical = self._candidate_lexical().text_scores(self.query) if cfg.scoring != "dense" and texts else None
             self.vectors = np.asarray(vectors, dtype=np.float32)
             source = "passages"
         elif pipe.index is not None:
@@ -285,7 +305,7 @@ class _Run:
                 self._add(record["text"], record, int(chunk_id), record.get("id", chunk_id), None)
             self.vectors = np.asarray(pipe.index.vectors_for(ids), dtype=np.float32) if ids else np.zeros(
                 (0, self.query_vector.shape[0]), dtype=np.float32)
-            source = "knn" if cfg.scoring == "dense" else "knn+bm25"
+            source = "knn" if cfg.scoring == "dense" else f"knn+{pipe.lexical_scorer}"
         else:
             raise InputError("no candidates: pass passages=… or build the pipeline with an index")
         retrieval = self._fuse(dense, lexical)
@@ -301,7 +321,8 @@ class _Run:
     def _index_candidates(self, index: CorpusIndex) -> tuple[list[int], np.ndarray, np.ndarray | None]:
         """kNN's best (and BM25's best unless scoring is dense), ranked by the fused score, best first."""
         return index_candidates(index, self.query, self.query_vector, self.cfg.k_init, scoring=self.cfg.scoring,
-                                lexical_weight=self.cfg.lexical_weight)
+                                lexical_weight=self.cfg.lexical_weight, lexical_scorer=self.pipe.lexical_scorer,
+                                sparse_encoder=self.pipe.sparse_encoder)
 
     def _fuse(self, dense: np.ndarray, lexical: np.ndarray | None) -> np.ndarray:
         return fused(dense, lexical, scoring=self.cfg.scoring, lexical_weight=self.cfg.lexical_weight)
@@ -342,7 +363,8 @@ class _Run:
                                    lexical_weight=cfg.lexical_weight, pooled_cut=cfg.pooled_cut, pooled_z=cfg.pooled_z,
                                    pooled_gap=cfg.pooled_gap, cover_z=cfg.cover_z if cover_blocked else None,
                                    cover_lead=cfg.cover_lead, robust_z=cfg.robust_z, top_band=cfg.top_band,
-                                   pairing_band=cfg.pairing_band, analyzer=pipe.analyzer)
+                                   pairing_band=cfg.pairing_band, analyzer=pipe.analyzer,
+                                   sparse_encoder=pipe.sparse_encoder if pipe.lexical_scorer == "sparse" else None)
         if auto:
             plan = selector.plan_auto(self.texts, self.query, chunk_vectors=self.vectors,
                                       lexical_index=self._lexical_index())
@@ -420,7 +442,8 @@ class _Run:
         vector = embed(self.pipe.encoder, [text])[0]
         found = [int(c) for c in index.search(vector, self.cfg.k_init)[0]]
         if self.cfg.scoring != "dense":
-            found += [int(c) for c in index.bm25_search(text, self.cfg.k_init)[0]]
+            found += [int(c) for c in lexical_search(index, text, self.cfg.k_init, self.pipe.lexical_scorer,
+                                                     self.pipe.sparse_encoder)[0]]
         have = set(self.ids)
         new_ids = [c for c in dict.fromkeys(found) if c not in have]
         if not new_ids:

@@ -25,12 +25,61 @@ import numpy as np
 from ..errors import ConfigError
 from ..index.corpus_index import CorpusIndex
 from ..models.encoders import EncoderLike, embed
+from ..models.sparse_index import sparse_encoder_of
 from ..selection.stages import SCORINGS, fuse_scores
 
-__all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search"]
+__all__ = ["Hit", "SEARCH_POOL", "cosines", "index_candidates", "fused", "search", "lexical_search",
+           "resolve_lexical_scorer", "AUTO_FOR_PASSAGES"]
 
 #: The candidates a search scores its hits over (the pipeline's default ``k_init``).
 SEARCH_POOL = 50
+
+#: What ``lexical_scorer="auto"`` is for given passages, the sparse model at hand or not. Chosen on the
+#: two dev sets (docs/sparse.md): fused with MiniLM, the sparse model did not beat BM25 on both.
+AUTO_FOR_PASSAGES = "bm25"
+
+
+def resolve_lexical_scorer(setting: str, *, sparse_encoder: object | None, index: object | None = None) -> str:
+    """What the lexical half of the hybrid score is for a run: ``"bm25"`` or ``"sparse"``.
+
+    ``"auto"`` follows the index (the lexical scorer it recorded at build time: a query is scored
+    as its index was), and for given passages is :data:`AUTO_FOR_PASSAGES`. An explicit
+    ``"sparse"`` needs the sparse model, and over an index the index's sparse postings; BM25 is
+    always possible (every index keeps BM25 postings, and given passages need no model).
+
+    Raises:
+        ConfigError: ``"sparse"`` without a sparse model, or over an index without sparse postings.
+    """
+    recorded = getattr(index, "lexical_scorer", "bm25") if index is not None else None
+    if setting == "auto":
+        setting = recorded if recorded is not None else AUTO_FOR_PASSAGES
+        if setting == "sparse" and sparse_encoder is None:
+            raise ConfigError("the index was built with the learned sparse model (lexical scorer 'sparse'): give the "
+                              "bundle that holds it, or score with bm25 (lexical_scorer bm25)")
+    if setting == "sparse":
+        if sparse_encoder is None:
+            raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a "
+                              "sparse_encoder component (meteora-edge models install splade-tiny), or use bm25")
+        if recorded is not None and recorded != "sparse":
+            raise ConfigError("lexical_scorer 'sparse' over an index built without sparse postings: a query is scored "
+                              "as its index was; rebuild the index with --lexical-scorer sparse, or use bm25")
+    return setting
+
+
+def lexical_search(index: CorpusIndex, text: str, k: int, lexical_scorer: str,
+                   sparse_encoder: object | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """The index's ``k`` best chunks for ``text`` by its lexical scorer: BM25, or the sparse postings
+    (the query encoded by ``sparse_encoder``, which must be the model that built them)."""
+    if lexical_scorer == "sparse":
+        return index.sparse_search(text, k, model=sparse_encoder)  # type: ignore[attr-defined]
+    return index.bm25_search(text, k)
+
+
+def _lexical_scores(index: CorpusIndex, text: str, ids: list[int], lexical_scorer: str,
+                    sparse_encoder: object | None) -> np.ndarray:
+    if lexical_scorer == "sparse":
+        return np.asarray(index.sparse_scores(text, ids, model=sparse_encoder), dtype=np.float64)  # type: ignore[attr-defined]
+    return np.asarray(index.lexical_scores(text, ids), dtype=np.float64)
 
 
 def cosines(vectors: np.ndarray, query_vector: np.ndarray) -> np.ndarray:
@@ -52,9 +101,13 @@ def fused(dense: np.ndarray, lexical: np.ndarray | None, *, scoring: str, lexica
 
 
 def index_candidates(
-    index: CorpusIndex, query: str, query_vector: np.ndarray, k: int, *, scoring: str, lexical_weight: float = 1.0
+    index: CorpusIndex, query: str, query_vector: np.ndarray, k: int, *, scoring: str, lexical_weight: float = 1.0,
+    lexical_scorer: str = "bm25", sparse_encoder: object | None = None,
 ) -> tuple[list[int], np.ndarray, np.ndarray | None]:
-    """kNN's ``k`` best (and BM25's ``k`` best unless scoring is dense), ranked by the fused score.
+    """kNN's ``k`` best (and the lexical scorer's ``k`` best unless scoring is dense), ranked by the fused score.
+
+    ``lexical_scorer`` is ``"bm25"`` or ``"sparse"`` (the index's sparse postings; see
+    :func:`resolve_lexical_scorer`).
 
     Returns:
         ``(ids, cosines, BM25 scores or None)``, best first: at most ``k`` ids, or as many
@@ -65,11 +118,11 @@ def index_candidates(
     if scoring == "dense":
         ids = list(dense_of)
         return ids, np.asarray([dense_of[c] for c in ids]), None
-    bm25_ids, _ = index.bm25_search(query, k)
-    ids = list(dict.fromkeys([*dense_of, *(int(c) for c in bm25_ids)]))
+    lexical_ids, _ = lexical_search(index, query, k, lexical_scorer, sparse_encoder)
+    ids = list(dict.fromkeys([*dense_of, *(int(c) for c in lexical_ids)]))
     if not ids:
         return [], np.zeros(0), np.zeros(0)
-    lexical = np.asarray(index.lexical_scores(query, ids), dtype=np.float64)
+    lexical = _lexical_scores(index, query, ids, lexical_scorer, sparse_encoder)
     missing = [c for c in ids if c not in dense_of]
     if missing:
         extra = cosines(np.asarray(index.vectors_for(missing), dtype=np.float32), query_vector)
@@ -109,7 +162,8 @@ def search(
         query: the question.
         k: how many chunks.
         scoring: ``hybrid`` (standardised cosine + BM25), ``dense`` (cosine) or ``lexical`` (BM25).
-        lexical_weight: BM25's weight in the hybrid score.
+            The lexical scorer is the index's own (its sparse postings when it was built with them).
+        lexical_weight: the lexical score's weight in the hybrid score.
 
     Raises:
         ConfigError: an empty query, k < 1 or an unknown scoring.
@@ -121,12 +175,16 @@ def search(
     if scoring not in SCORINGS:
         raise ConfigError(f"scoring must be one of {', '.join(SCORINGS)}, got {scoring!r}")
     query_vector = np.asarray(embed(encoder, [query])[0], dtype=np.float32)
+    sparse_encoder = sparse_encoder_of(encoder)
+    lexical_scorer = resolve_lexical_scorer("auto", sparse_encoder=sparse_encoder, index=index)
     ids, dense, lexical = index_candidates(index, query, query_vector, SEARCH_POOL, scoring=scoring,
-                                           lexical_weight=lexical_weight)
+                                           lexical_weight=lexical_weight, lexical_scorer=lexical_scorer,
+                                           sparse_encoder=sparse_encoder)
     reference = (dense, lexical)
     if k > len(ids) and len(ids) >= SEARCH_POOL:  # more than the pool: the wider set, scored on the pool's scale
         ids, dense, lexical = index_candidates(index, query, query_vector, k, scoring=scoring,
-                                               lexical_weight=lexical_weight)
+                                               lexical_weight=lexical_weight, lexical_scorer=lexical_scorer,
+                                               sparse_encoder=sparse_encoder)
     scores = _scaled(dense, lexical, reference, scoring=scoring, lexical_weight=lexical_weight)
     order = np.lexsort((np.arange(len(ids)), -scores))[:k]
     records = index.records([ids[i] for i in order])

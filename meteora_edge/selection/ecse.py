@@ -5,7 +5,9 @@ cosine pairing, the pooled-cosine elbow. With ``"hybrid"`` each rationale scores
 by its standardised cosine plus its standardised BM25 score over the same chunks, pairing
 takes the best hybrid score per rationale, and the pooled score (the mean over rationales)
 is cut where chunks stand ``pooled_z`` standard deviations above the rest
-(:func:`~meteora_edge.selection.stages.zscore_cut`). ``"lexical"`` uses BM25 alone.
+(:func:`~meteora_edge.selection.stages.zscore_cut`). ``"lexical"`` uses BM25 alone. Given a
+learned sparse encoder (SPLADE, ``sparse_encoder``), the lexical part is the dot product of the
+rationale's and the chunk's sparse vectors instead of BM25; the term cover still reads BM25's terms.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from ..documents import document_texts
 from ..errors import ConfigError, InputError
 from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
+from ..models.sparse_index import SparseIndex
 from ..models.encoders import EncoderLike, embed, encoder_id
 from .auto_rationales import SECOND_HOP, plan_second_hop, question_rationales
 from .rationales import Rationale, as_rationales
@@ -164,7 +167,10 @@ class MeteoraSelector:
             two must stay on).
         scoring: ``"dense"`` (METEORA's cosine), ``"lexical"`` (BM25 over the chunks) or
             ``"hybrid"`` (standardised cosine + ``lexical_weight`` × standardised BM25).
-        lexical_weight: weight of the BM25 part of the hybrid score.
+        lexical_weight: weight of the lexical part of the hybrid score.
+        sparse_encoder: a learned sparse encoder (anything with ``encode_sparse``, e.g. an
+            :class:`~meteora_edge.models.sparse_encoder.OnnxSparseEncoder`); when given, its
+            dot products replace BM25 as the lexical part of the score (``None``: BM25).
         pooled_cut: ``"elbow"`` (METEORA's statistical elbow), ``"zscore"`` (pooled scores at
             least ``pooled_z`` standard deviations above the mean), ``"robust"``
             (:func:`~meteora_edge.selection.stages.robust_cut`: robust z-score at least
@@ -217,8 +223,12 @@ class MeteoraSelector:
         top_band: float = 0.5,
         pairing_band: float | None = None,
         analyzer: Analyzer | None = None,
+        sparse_encoder: object | None = None,
     ) -> None:
         self.encoder = encoder
+        if sparse_encoder is not None and not hasattr(sparse_encoder, "encode_sparse"):
+            raise ConfigError(f"sparse_encoder must have encode_sparse() or be None, got {type(sparse_encoder).__name__}")
+        self.sparse_encoder = sparse_encoder
         if analyzer is not None and not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer or None, got {type(analyzer).__name__}")
         self.analyzer = analyzer if analyzer is not None else analyzer_of(encoder)
@@ -261,7 +271,7 @@ class MeteoraSelector:
         *,
         chunk_vectors: np.ndarray | None = None,
         plan: AutoPlan | None = None,
-        lexical_index: BM25Index | None = None,
+        lexical_index: BM25Index | SparseIndex | None = None,
     ) -> SelectionResult:
         """Run ECSE over ``chunks`` for ``rationales``.
 
@@ -272,7 +282,8 @@ class MeteoraSelector:
             plan: the :class:`AutoPlan` these rationales came from (its pairing exclusions
                 and strategy are applied and recorded).
             lexical_index: a BM25 index over exactly these chunks, built with the selector's
-                analyzer (skips building one; lexical and hybrid scoring only).
+                analyzer, or with a ``sparse_encoder`` a :class:`SparseIndex` of these chunks by it
+                (skips building one; lexical and hybrid scoring only).
 
         Returns:
             A :class:`SelectionResult`.
@@ -300,7 +311,7 @@ class MeteoraSelector:
         query: str,
         *,
         chunk_vectors: np.ndarray | None = None,
-        lexical_index: BM25Index | None = None,
+        lexical_index: BM25Index | SparseIndex | None = None,
     ) -> AutoPlan:
         """Write rationales by rule from ``query``: its parts, then a second hop over ``chunks``.
 
@@ -347,7 +358,10 @@ class MeteoraSelector:
         """
         texts = document_texts(chunks)
         vectors = self._chunk_vectors(texts, chunk_vectors) if texts else chunk_vectors
-        lexical = BM25Index.from_texts(texts, analyzer=self.analyzer) if texts and self.scoring != "dense" else None
+        lexical: BM25Index | SparseIndex | None = None
+        if texts and self.scoring != "dense":
+            lexical = (BM25Index.from_texts(texts, analyzer=self.analyzer) if self.sparse_encoder is None
+                       else SparseIndex.from_texts(texts, encoder=self.sparse_encoder))
         plan = self.plan_auto(chunks, query, chunk_vectors=vectors, lexical_index=lexical)
         return self.select(chunks, plan.rationales, chunk_vectors=vectors, plan=plan, lexical_index=lexical)
 
@@ -482,12 +496,24 @@ class _Scores:
 
 
 class _Scorer:
-    """Scores rationales against one set of chunks (the BM25 index over them is the caller's,
+    """Scores rationales against one set of chunks (the lexical index over them is the caller's,
     or built once on first use)."""
 
     def __init__(
-        self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray, bm25: BM25Index | None = None
+        self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray,
+        lexical: BM25Index | SparseIndex | None = None,
     ) -> None:
+        bm25, sparse = (None, lexical) if isinstance(lexical, SparseIndex) else (lexical, None)
+        if sparse is not None:
+            if selector.sparse_encoder is None:
+                raise InputError("lexical_index is a sparse index but the selector has no sparse_encoder; "
+                                 "give it the encoder that built the index")
+            if sparse.n_docs != len(texts):
+                raise InputError(f"lexical_index holds {sparse.n_docs} documents but there are {len(texts)} chunks; "
+                                 "build it over the same chunks")
+            if sparse.encoder_identity != getattr(selector.sparse_encoder, "identity", None):
+                raise InputError(f"lexical_index was built by the sparse encoder {sparse.encoder_identity!r}, not the "
+                                 "selector's; build it with the selector's")
         if bm25 is not None:
             if not isinstance(bm25, BM25Index):
                 raise InputError(f"lexical_index must be a BM25Index or None, got {type(bm25).__name__}")
@@ -505,12 +531,22 @@ class _Scorer:
         self.texts = texts
         self.chunk_vectors = chunk_vectors
         self._bm25 = bm25
+        self._sparse = sparse
 
     def lexical_index(self) -> BM25Index:
         """The BM25 index over the chunks (built with the selector's analyzer on first use)."""
         if self._bm25 is None:
             self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.selector.analyzer)
         return self._bm25
+
+    def lexical_scores(self, texts: list[str]) -> np.ndarray:
+        """Each text's lexical score for every chunk: sparse dot products with a sparse encoder, else BM25."""
+        if self.selector.sparse_encoder is None:
+            index = self.lexical_index()
+            return np.stack([index.text_scores(t) for t in texts])
+        if self._sparse is None:
+            self._sparse = SparseIndex.from_texts(self.texts, encoder=self.selector.sparse_encoder)
+        return self._sparse.texts_scores(texts)
 
     def score(self, rationales: list[Rationale]) -> _Scores:
         selector = self.selector
@@ -523,7 +559,6 @@ class _Scorer:
         dense = cosine_matrix(vectors, self.chunk_vectors)
         lexical = None
         if selector.scoring != "dense":
-            index = self.lexical_index()
-            lexical = np.stack([index.text_scores(r.text) for r in rationales])
+            lexical = self.lexical_scores([r.text for r in rationales])
         fused = fuse_scores(dense, lexical, scoring=selector.scoring, lexical_weight=selector.lexical_weight)
         return _Scores(vectors, lexical, fused)

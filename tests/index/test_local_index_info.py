@@ -52,6 +52,9 @@ def test_info_reports_every_field_of_a_fresh_index(built, tmp_path):
         # the distinct terms of the three texts: the english analyser's stems, stop words left out
         "bm25_terms": len({t for d in DOCS for t in ENGLISH.tokens(d.text)}),
         "analyzer": ENGLISH.record(),
+        "lexical_scorer": "bm25",
+        "sparse_model": None,
+        "sparse_postings": None,
         "ann": None,
         "created": info["created"],
         "updated": info["updated"],
