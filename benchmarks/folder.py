@@ -4,6 +4,8 @@ Usage: python benchmarks/folder.py --bundle models/bundles/default [--sizes 1000
                                    [--distinct 10000] [--chunk-size 200] [--boundaries words|text]
                                    [--serve] [--work DIR]
        python benchmarks/folder.py --fast        # tiny sizes, the hashing encoder unless --bundle: a smoke run
+       python benchmarks/folder.py --read /usr/share/doc [--include GLOB] [--exclude GLOB] [--repeat 3]
+                                                 # a real folder read as index build reads it, no embedding
 
 The folder is generated: markdown files of a heading and paragraphs of real sentences (the
 HotpotQA and ContractNLI dev contexts when /work/shared/data or ``--sentences`` holds them, else
@@ -195,7 +197,23 @@ def main() -> None:
                         help="HotpotQA-layout JSON to take sentences and questions from (repeatable)")
     parser.add_argument("--work", default=None, help="folder for the generated files (default: a temporary one)")
     parser.add_argument("--fast", action="store_true", help="tiny sizes and 3 queries (a smoke run)")
+    parser.add_argument("--read", default=None, metavar="FOLDER",
+                        help="only read a real folder as index build does: files by type and skip reason, and the time")
+    parser.add_argument("--include", action="append", default=[], help="with --read: index build's --include")
+    parser.add_argument("--exclude", action="append", default=[], help="with --read: index build's --exclude")
+    parser.add_argument("--max-file-size", type=int, default=None, help="with --read: index build's --max-file-size")
+    parser.add_argument("--no-ignore-files", action="store_true", help="with --read: ignore .gitignore/.meteoraignore")
+    parser.add_argument("--repeat", type=int, default=3, help="with --read: runs (the median is printed)")
     args = parser.parse_args()
+    if args.read:
+        from _read_folder import read_folder
+
+        from meteora_edge.fileio import MAX_INPUT_BYTES
+
+        read_folder(args.read, include=args.include, exclude=args.exclude,
+                    max_file_size=args.max_file_size or MAX_INPUT_BYTES, no_ignore_files=args.no_ignore_files,
+                    repeat=args.repeat)
+        return
     if args.fast:
         args.sizes, args.queries, args.distinct = "60,150", 3, 100
     sources = args.sentences or [p for p in (DEV / "hotpotqa_distractor_dev50.json", DEV / "contractnli_dev.json")

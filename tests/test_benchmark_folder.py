@@ -25,3 +25,13 @@ def test_the_folder_benchmark_runs_in_fast_mode(tmp_path):
     if serve:
         assert len(re.findall(r"^  request +[\d.]+ +[\d.]+$", out, re.M)) == 2
     assert not [p for p in tmp_path.iterdir() if p.name.startswith(("folder-", "index-"))]  # its files are gone
+
+
+def test_the_folder_benchmark_reads_a_real_folder_without_embedding(tmp_path):
+    (tmp_path / "a.md").write_text("# Notes\n\nEither party may terminate on notice.\n")
+    (tmp_path / "page.html").write_text("<html><body><p>Fees are due monthly.</p><script>x()</script></body></html>")
+    (tmp_path / "blob.bin").write_bytes(bytes(range(256)) * 40)
+    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "folder.py"), "--read", str(tmp_path),
+                           "--repeat", "1"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "files read 2, skipped 1" in done.stdout and "1 binary" in done.stdout, done.stdout

