@@ -90,11 +90,11 @@ def read_changed(
 ) -> tuple[list[SourceDocument], set[str], dict[str, tuple[int, int]]]:
     """Read the files under ``paths`` that changed (for ``index sync``).
 
-    Every file is listed and stat-ed first; ``unchanged(absolute path, (size, mtime_ns))``
+    Every file is listed and stat-ed first; ``unchanged(resolved path, (size, mtime_ns))``
     says which need not be read again. Nothing to read is not an error.
 
     Returns:
-        ``(documents read, absolute paths of every file listed, (size, mtime_ns) of each file read)``.
+        ``(documents read, resolved paths of every file listed, (size, mtime_ns) of each file read)``.
     """
     listed: set[str] = set()
     states: dict[str, tuple[int, int]] = {}
@@ -102,7 +102,7 @@ def read_changed(
     def wanted(path: Path | str, info: os.stat_result | None) -> bool:
         if is_stdin(path):
             return True
-        key = os.path.abspath(path)
+        key = os.path.realpath(path)  # as sources.source_key names it
         try:
             info = info or os.stat(path)
         except OSError:
@@ -116,7 +116,7 @@ def read_changed(
 
     documents = _read_documents(paths, strict=strict, on_skip=on_skip, follow_links=follow_links, wanted=wanted,
                                 allow_empty=True, choice=choice)
-    read = {os.path.abspath(d.file) for d in documents if d.file is not None}
+    read = {os.path.realpath(d.file) for d in documents if d.file is not None}
     unreadable = {key for key in states if key not in read}
     return documents, listed - unreadable, states
 
