@@ -45,12 +45,26 @@ __all__ = [
     "STDIN_LABEL",
     "is_stdin",
     "source_name",
+    "escape_line_separators",
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
 _BLOCK = 1 << 20
 STDIN = "-"
 STDIN_LABEL = "<stdin>"
+_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def escape_line_separators(text: str) -> str:
+    """JSON text with U+2028 and U+2029 written as ``\\u2028``/``\\u2029``: still the same JSON (they can
+    only occur inside strings), but one line for a reader that splits on every Unicode line break
+    (``str.splitlines``, JavaScript before ES2019). Every JSON and JSON-lines output goes through it.
+
+    Example:
+        >>> escape_line_separators(json.dumps({"text": "a\u2028b"}, ensure_ascii=False))
+        '{"text": "a\\\\u2028b"}'
+    """
+    return text.translate(_SEPARATORS)
 
 
 def is_stdin(path: object) -> bool:

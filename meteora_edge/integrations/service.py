@@ -27,6 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError, InputError, LocalIndexError, MeteoraError
+from ..fileio import escape_line_separators
 from ..index.corpus_index import CorpusIndex, open_index
 from ..models.encoders import EncoderLike, encoder_id
 from ..pipeline.budget import TokenCounter
@@ -49,8 +50,9 @@ def one_line(exc: BaseException) -> str:
 
 
 def json_line(data: Any) -> bytes:
-    """One JSON object as a UTF-8 line (text that cannot be UTF-8, a lone surrogate, is escaped)."""
-    text = json.dumps(data, ensure_ascii=False)
+    """One JSON object as a UTF-8 line (text that cannot be UTF-8, a lone surrogate, is escaped, and so
+    are U+2028/U+2029: see :func:`~meteora_edge.fileio.escape_line_separators`)."""
+    text = escape_line_separators(json.dumps(data, ensure_ascii=False))
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
