@@ -358,13 +358,14 @@ class OnnxEncoder(PieceVectors):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.cache is None:
-            return self._encode(texts, check)
+            return self._encode(texts) if check is None else self._encode(texts, check)
         key = self.cache_key
         digests = [text_digest(t) for t in texts]
         found = self.cache.lookup(key, digests, dimension=self.dimension)
         todo = list({d: t for d, t in zip(digests, texts) if d not in found}.items())
         if todo:
-            computed = self._encode([t for _, t in todo], check)
+            fresh_texts = [t for _, t in todo]
+            computed = self._encode(fresh_texts) if check is None else self._encode(fresh_texts, check)
             fresh = {d: computed[row] for row, (d, _) in enumerate(todo)}
             self.cache.store(key, fresh)
             found.update(fresh)
