@@ -79,3 +79,26 @@ def test_stdio_answers_an_error_line_past_the_deadline_and_goes_on():
     first, second = (json.loads(line) for line in out.getvalue().splitlines())
     assert first["id"] == 1 and "ran past its deadline of 0.2 s (--request-timeout)" in first["error"]
     assert second["id"] == 2 and second["passages"]
+
+
+def test_the_onnx_encoder_checks_between_its_batches_and_its_vectors_do_not_change(tmp_path):
+    pytest.importorskip("onnxruntime")
+    from tiny_onnx import WORDS, make_bundle
+
+    from meteora_edge.models.encoders import embed
+    from meteora_edge.models.onnx_encoder import OnnxEncoder
+
+    encoder = OnnxEncoder.from_bundle(make_bundle(tmp_path / "b"), precision="fp32", batch_size=2, cache=False)
+    texts = [" ".join(WORDS[(i + j) % len(WORDS)] for j in range(1 + i % 5)) for i in range(9)]
+    calls = []
+    checked = embed(encoder, texts, check=lambda: calls.append(1))
+    assert len(calls) == 1 + 5  # before the work, then before each of the 5 batches of 2
+    assert (checked == embed(encoder, texts)).all()
+
+    def stop_in_the_middle() -> None:
+        if len(calls) >= 8:
+            raise Cancelled("stop", reason="deadline")
+        calls.append(1)
+
+    with pytest.raises(Cancelled):
+        embed(encoder, texts, check=stop_in_the_middle)
