@@ -46,6 +46,8 @@ __all__ = [
     "is_stdin",
     "source_name",
     "escape_line_separators",
+    "loads_json",
+    "DuplicateKeyError",
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
@@ -175,14 +177,47 @@ def iter_text_blocks(
                 return
 
 
+class DuplicateKeyError(InputError):
+    """A JSON object holds one key twice (``json.loads`` would keep the last one without a word)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object; give each key once (JSON readers "
+                         "disagree on which copy counts)")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):
+        seen: set[str] = set()
+        raise DuplicateKeyError(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+    return data
+
+
+def loads_json(text: str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """``json.loads(text)`` that refuses an object holding a key twice (:class:`DuplicateKeyError`), as
+    every reader of user JSON (files, request bodies, stdio lines) does; ``parse_constant`` as in ``json.loads``.
+
+    Example:
+        >>> loads_json('{"text": "a", "text": "b"}')
+        Traceback (most recent call last):
+        ...
+        meteora_edge.fileio.DuplicateKeyError: the key 'text' appears twice in one object; give each key once (JSON readers disagree on which copy counts)
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=parse_constant)
+
+
 def parse_json(text: str, where: object) -> Any:
     """``json.loads`` whose every failure is one :class:`InputError` naming ``where``.
 
     Integers of more than 4300 digits (Python's conversion limit) and nesting deeper than
-    the interpreter's recursion limit are refused like syntax errors.
+    the interpreter's recursion limit are refused like syntax errors, and so is an object that
+    holds a key twice.
     """
     try:
-        return json.loads(text)
+        return loads_json(text)
+    except DuplicateKeyError as exc:
+        raise InputError(f"{where} is ambiguous: {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
@@ -257,7 +292,7 @@ def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, st
         InputError: empty or malformed (with ``on_bad_line``: no line of a JSON Lines file is valid).
     """
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
             raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
@@ -275,7 +310,7 @@ def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, st
     for number, line in lines:
         try:
             try:
-                items.append(json.loads(line))
+                items.append(loads_json(line))
                 items.numbers.append(number)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None
