@@ -172,7 +172,7 @@ class LocalIndex(LocalReads):
 
     @property
     def sources(self) -> dict[str, SourceEntry]:
-        """The source table: key (absolute path) → :class:`~meteora_edge.index.sources.SourceEntry`.
+        """The source table: key (resolved path) → :class:`~meteora_edge.index.sources.SourceEntry`.
 
         An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
         """

@@ -62,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from .api_page import page_routes
 from .api_schema import openapi_document, package_version
 from .http_connections import guarded_protocol
+from .http_shutdown import StoppingServer
 from .http_middleware import JsonCORS, RequestLog, check_origins
 from .rerank_api import RERANK_PATHS, rerank, rerank_model_name
 
@@ -427,7 +428,7 @@ def serve_http(
     app = create_app(service, limits=limits, token=token, loopback=is_loopback(host), cors_origins=cors_origins,
                      stop=stop)
     sock = _listening_socket(host, port)
-    server = _StoppingServer(server_config(app, limits, shutdown_timeout=shutdown_timeout), stop)
+    server = StoppingServer(server_config(app, limits, shutdown_timeout=shutdown_timeout), stop)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
     if on_ready is not None:
@@ -444,34 +445,6 @@ def serve_http(
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sock.close()
-
-
-#: seconds before the end of the shutdown timeout at which running work is told to stop, so that it
-#: reaches its next check and its client gets a JSON 503 before uvicorn gives up on the connection
-STOP_MARGIN = 1.0
-
-
-class _StoppingServer(uvicorn.Server):
-    """uvicorn's server that, on SIGINT/SIGTERM, lets running requests finish within the shutdown timeout
-    and sets the app's stop :data:`STOP_MARGIN` seconds before it ends (at once on a second signal):
-    work still running then ends at its next check, with a JSON 503."""
-
-    def __init__(self, config: uvicorn.Config, stop: threading.Event) -> None:
-        super().__init__(config)
-        self.stop = stop
-        self.timer: threading.Timer | None = None
-
-    def handle_exit(self, sig: int, frame: Any) -> None:
-        if self.timer is None:
-            grace = max(0.0, self.config.timeout_graceful_shutdown - STOP_MARGIN)
-            logger.warning("received signal %d: running requests get %g s to finish, then stop at their next check",
-                           sig, grace)
-            self.timer = threading.Timer(grace, self.stop.set)
-            self.timer.daemon = True
-            self.timer.start()
-        else:
-            self.stop.set()
-        super().handle_exit(sig, frame)
 
 
 def _note_signal(signum: int, frame: Any) -> None:
