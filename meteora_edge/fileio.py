@@ -48,6 +48,7 @@ __all__ = [
     "escape_line_separators",
     "loads_json",
     "DuplicateKeyError",
+    "RealPaths",
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
@@ -175,6 +176,32 @@ def iter_text_blocks(
                 yield text
             if not block:
                 return
+
+
+class RealPaths:
+    """``os.path.realpath`` for many files, each folder resolved once (``realpath`` walks every part
+    of every path: 25 µs a file, a quarter of a second for 10,000 files).
+
+    Example:
+        >>> paths = RealPaths()
+        >>> paths("/") == os.path.realpath("/")
+        True
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[str, str] = {}
+
+    def __call__(self, path: str | os.PathLike[str], *, link: bool | None = None) -> str:
+        """The resolved ``path``; ``link=False`` says the file itself is known not to be a link (one
+        ``lstat`` saved)."""
+        folder, name = os.path.split(os.fspath(path))
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder or ".")
+        full = os.path.join(real, name)
+        return os.path.realpath(full) if link is not False and os.path.islink(full) else full
 
 
 class DuplicateKeyError(InputError):

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..documents import document_text
 from ..errors import InputError, MissingExtraError
-from ..fileio import is_stdin, parse_json_or_jsonl
+from ..fileio import RealPaths, is_stdin, parse_json_or_jsonl
 from ..readers import JSON_SUFFIXES, TEXT_SUFFIXES, UnusableFileError, read_document_file
 from .corpus_walk import SkipHandler, expand_paths, is_index_folder, path_label
 from .file_choice import FileChoice
@@ -98,11 +98,12 @@ def read_changed(
     """
     listed: set[str] = set()
     states: dict[str, tuple[int, int]] = {}
+    real = RealPaths()
 
     def wanted(path: Path | str, info: os.stat_result | None) -> bool:
         if is_stdin(path):
             return True
-        key = os.path.realpath(path)  # as sources.source_key names it
+        key = real(path, link=None if info is None else False)  # as sources.source_key names it
         try:
             info = info or os.stat(path)
         except OSError:
@@ -116,7 +117,7 @@ def read_changed(
 
     documents = _read_documents(paths, strict=strict, on_skip=on_skip, follow_links=follow_links, wanted=wanted,
                                 allow_empty=True, choice=choice)
-    read = {os.path.realpath(d.file) for d in documents if d.file is not None}
+    read = {real(d.file) for d in documents if d.file is not None}
     unreadable = {key for key in states if key not in read}
     return documents, listed - unreadable, states
 

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import LocalIndexError
-from ..fileio import STDIN_LABEL
+from ..fileio import STDIN_LABEL, RealPaths
 from .corpus import SourceDocument
 from .manifest import parse_strict_json
 
@@ -78,13 +78,14 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
 
 
-def source_key(document: SourceDocument) -> str:
-    """The key that tracks ``document``'s source (see :class:`SourceEntry`)."""
+def source_key(document: SourceDocument, real: RealPaths | None = None) -> str:
+    """The key that tracks ``document``'s source (see :class:`SourceEntry`); ``real`` resolves paths
+    (one :class:`~meteora_edge.fileio.RealPaths` for many documents resolves each folder once)."""
     if document.file == STDIN_LABEL:
         return f"stdin:{text_hash(document.text)}"
     if document.file is None:
         return f"id:{document.source_id}"
-    return os.path.realpath(document.file)
+    return real(document.file) if real is not None else os.path.realpath(document.file)
 
 
 def one_file_per_source(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
@@ -92,8 +93,9 @@ def one_file_per_source(documents: Iterable[SourceDocument]) -> list[SourceDocum
     file beside it, the same folder given twice through a link): each source is read once."""
     first: dict[str, str | None] = {}
     out = []
+    real = RealPaths()
     for document in documents:
-        if first.setdefault(source_key(document), document.file) == document.file:
+        if first.setdefault(source_key(document, real), document.file) == document.file:
             out.append(document)
     return out
 
@@ -102,10 +104,10 @@ def resolve_keys(table: dict[str, SourceEntry]) -> dict[str, SourceEntry]:
     """``table`` with each path key resolved as :func:`source_key` resolves it now (each folder resolved
     once). Entries whose keys resolve to one path are merged into one whose size, time and hash are
     unknown, so the next ``index sync`` of that file reads it again and replaces all of their chunks."""
-    folders: dict[str, str] = {}
+    resolve = RealPaths()
     out: dict[str, SourceEntry] = {}
     for key, entry in table.items():
-        real = _resolve(key, folders)
+        real = resolve(key) if os.path.isabs(key) else key
         if real != key:
             entry = SourceEntry(real, entry.label, entry.size, entry.mtime_ns, entry.sha256, entry.documents)
         held = out.get(real)
@@ -114,17 +116,6 @@ def resolve_keys(table: dict[str, SourceEntry]) -> dict[str, SourceEntry]:
                                 tuple(sorted(held.documents + entry.documents, key=lambda d: d[1])))
         out[real] = entry
     return out
-
-
-def _resolve(key: str, folders: dict[str, str]) -> str:
-    if not os.path.isabs(key):
-        return key
-    folder, name = os.path.split(key)
-    real = folders.get(folder)
-    if real is None:
-        real = folders[folder] = os.path.realpath(folder)
-    path = os.path.join(real, name)
-    return os.path.realpath(path) if os.path.islink(path) else path
 
 
 def content_hash(documents: Sequence[SourceDocument]) -> str:
@@ -145,8 +136,9 @@ def hash_document(digest: Any, document: SourceDocument) -> None:
 def group_by_source(documents: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
     """The documents by source key, sources and documents in their order."""
     groups: dict[str, list[SourceDocument]] = {}
+    real = RealPaths()
     for document in documents:
-        groups.setdefault(source_key(document), []).append(document)
+        groups.setdefault(source_key(document, real), []).append(document)
     return groups
 
 

@@ -17,6 +17,7 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 from pathlib import Path
 
@@ -190,11 +191,18 @@ def milvus_lite(tmp: Path) -> None:
         refused_s = time.monotonic() - started
         (notes / "n000.md").write_text("Note 0: payment is due within ninety days. " * 20)
         waiting = subprocess.Popen([sys.executable, "-m", "meteora_edge", "index", "sync", index, str(notes)], cwd=ROOT,
-                                   stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-        time.sleep(4)
-        srv.proc.terminate()  # the server lets the database go: the waiting sync goes on
+                                   stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        said: list[str] = []
+        reader = threading.Thread(target=lambda: said.extend(waiting.stderr), daemon=True)
+        reader.start()
+        until = time.monotonic() + 60
+        while waiting.poll() is None and not any("waiting up to" in line for line in said) and time.monotonic() < until:
+            time.sleep(0.1)
+        srv.proc.terminate()  # the server lets the database go: a sync waiting for it goes on
         srv.proc.wait(timeout=30)
-        _, waiting_err = waiting.communicate(timeout=600)
+        waiting.wait(timeout=600)
+        reader.join(timeout=10)
+        waiting_err = "".join(said)
     finally:
         srv.stop()
     one_line = refused.returncode == 1 and refused.stderr.strip().splitlines()[-1].startswith(
