@@ -246,7 +246,7 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
                         "documents": ["Either party may terminate.", "Fees are monthly."]}}}},
         "responses": {"200": {"description": "One result per document that top_n allows, best first", "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/RerankAnswer"}}}},
-            **_errors(*common, 413, 415)},
+            **_errors(*common, 413, 415, 504)},
     }}
     name = [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "An index's name; the first index when absent."}]
