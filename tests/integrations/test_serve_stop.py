@@ -102,3 +102,17 @@ def test_the_onnx_encoder_checks_between_its_batches_and_its_vectors_do_not_chan
 
     with pytest.raises(Cancelled):
         embed(encoder, texts, check=stop_in_the_middle)
+
+
+@pytest.mark.parametrize("path, body", [
+    ("/v1/select", _big_body()),
+    ("/v1/rerank", {"query": "who may terminate the agreement?", "documents": _big_body()["chunks"]}),
+])
+def test_every_selection_route_runs_under_the_deadline(path, body):
+    from starlette.testclient import TestClient
+
+    from meteora_edge.integrations.http_server import ServerLimits, create_app
+
+    app = create_app(SelectService(), limits=ServerLimits(request_timeout=0.2))
+    answer = TestClient(app, base_url="http://127.0.0.1").post(path, json=body)
+    assert answer.status_code == 504 and "deadline of 0.2 s (--request-timeout)" in answer.json()["error"]
