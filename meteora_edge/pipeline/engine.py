@@ -187,7 +187,8 @@ class EvidencePipeline:
                 agreement"); they join the first rationale's flag instructions, so the LLM verifier
                 flags a chunk that matches one and the LLM rerank scores it down. Without an LLM role
                 they change nothing.
-            check: called between the phases, the encoder's batches and the per-rationale retrievals;
+            check: called between the phases, the encoder's batches, the per-rationale retrievals and the
+                LLM verifier's calls;
                 what it raises (:class:`~meteora_edge.errors.Cancelled` from a
                 :class:`~meteora_edge.pipeline.deadline.Deadline`) stops the run there.
 
@@ -485,7 +486,8 @@ class _Run:
                              tau=pipe.cross_encoder_tau if rung == "cross-encoder" else pipe.cosine_tau,
                              query_vector=self.query_vector, vectors=self.vectors,
                              verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
-                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
+                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch,
+                             check=self._check)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
         keywords = self._keywords() if outcome.rung == "cosine" else frozenset()

@@ -116,3 +116,24 @@ def test_every_selection_route_runs_under_the_deadline(path, body):
     app = create_app(SelectService(), limits=ServerLimits(request_timeout=0.2))
     answer = TestClient(app, base_url="http://127.0.0.1").post(path, json=body)
     assert answer.status_code == 504 and "deadline of 0.2 s (--request-timeout)" in answer.json()["error"]
+
+
+def test_the_llm_verifier_is_checked_before_each_call():
+    from meteora_edge.pipeline.engine import EvidencePipeline
+    from meteora_edge.pipeline.config import PipelineConfig
+    from meteora_edge.selection.verification import Verdict
+
+    class SlowVerifier:
+        calls = 0
+
+        def verify(self, request):
+            SlowVerifier.calls += 1
+            time.sleep(0.1)
+            return Verdict(relevant=True, flagged=False, chunk_index=request.chunk_index)
+
+    pipe = EvidencePipeline(PipelineConfig(verification="llm", use_ecse=False), verifier=SlowVerifier())
+    deadline = Deadline(timeout=0.35)
+    deadline.start()
+    with pytest.raises(Cancelled):
+        pipe.run("who may terminate?", passages=[f"party {i} may terminate" for i in range(40)], check=deadline)
+    assert 2 <= SlowVerifier.calls <= 5  # stopped within one call of the deadline, not after all 40
