@@ -116,3 +116,18 @@ def test_checksum_finds_an_edit_that_keeps_size_and_time(build, notes, tmp_path)
     index = index.sync([notes], ENC, checksum=True)  # nothing changed: nothing is written
     assert (index.added_chunks, index.removed_chunks) == (0, 0)
     _close(index)
+
+
+def test_an_index_that_holds_a_file_twice_under_two_paths_is_healed_by_the_next_sync(notes, tmp_path, monkeypatch):
+    link = tmp_path / "link"
+    link.symlink_to(notes, target_is_directory=True)
+    with monkeypatch.context() as old:  # keys by unresolved path, as before, so the link adds every file again
+        old.setattr(os.path, "realpath", lambda path, **_: os.path.abspath(path))
+        index = _local(tmp_path, read_documents([notes]))
+        index = index.sync([link], ENC)
+        assert len(index.sources) == 4 and sum("ninety" in t for t in _texts(index)) == 2
+    index = LocalIndex.load(tmp_path / "ix")
+    assert len(index.sources) == 2  # the two paths of each file are one source again
+    index = index.sync([link], ENC)
+    texts = _texts(index)
+    assert sum("ninety" in t for t in texts) == 1 and len(texts) == len(set(texts)) and len(index.sources) == 2
