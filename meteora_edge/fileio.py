@@ -215,9 +215,12 @@ class DuplicateKeyError(InputError):
 
 def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
     data = dict(pairs)
-    if len(data) < len(pairs):
+    if len(data) < len(pairs):  # (the usual case, no key twice, costs one dict and one comparison)
         seen: set[str] = set()
-        raise DuplicateKeyError(next(k for k, _ in pairs if k in seen or seen.add(k)))  # type: ignore[func-returns-value]
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
     return data
 
 
