@@ -46,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 _READ = 1 << 16
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-SERVER_ERROR = -32000  # a model or an index failed while answering a good request
+SERVER_ERROR = -32000  # a model or an index failed while answering a good request, or it ran past its deadline
 METHODS = ("select",)
 _NO_ID = object()  # a bare request without "id", or a JSON-RPC notification
 
