@@ -132,7 +132,8 @@ def cli_json(*args: str) -> dict[str, Any]:
 
 def sigterm_under_load(*args: str, requests: int = 3, chunks: int = 1500, words: int = 400,
                        shutdown_timeout: int = 10, after: float = 1.5) -> dict[str, Any]:
-    """SIGTERM a server (hashing encoder) while ``requests`` selections of ``chunks`` chunks run.
+    """SIGTERM a server (hashing encoder) while ``requests`` selections of ``chunks`` chunks run: ``after``
+    seconds after every client has sent its whole body.
 
     Returns:
         ``exit_s`` (signal to exit), ``code``, ``answers`` (per client: (status, body is one JSON
@@ -148,11 +149,15 @@ def sigterm_under_load(*args: str, requests: int = 3, chunks: int = 1500, words:
                        "chunks": [" ".join(rng.choices(vocabulary, k=words)) for _ in range(chunks)]}).encode()
     srv = ServerProcess("--shutdown-timeout", str(shutdown_timeout), "--max-body-mb", "64", *args)
     answers: list[tuple[int, bool]] = []
+    sent = threading.Semaphore(0)
 
     def client() -> None:
         conn = http.client.HTTPConnection(srv.host, srv.port, timeout=300)
         try:
-            conn.request("POST", "/v1/select", body=body, headers={"Content-Type": "application/json"})
+            try:
+                conn.request("POST", "/v1/select", body=body, headers={"Content-Type": "application/json"})
+            finally:
+                sent.release()
             response = conn.getresponse()
             raw = response.read()
             try:
@@ -170,6 +175,8 @@ def sigterm_under_load(*args: str, requests: int = 3, chunks: int = 1500, words:
     threads = [threading.Thread(target=client) for _ in range(requests)]
     for thread in threads:
         thread.start()
+    for _ in threads:
+        sent.acquire(timeout=120)
     time.sleep(after)
     signalled = time.monotonic()
     srv.proc.send_signal(signal.SIGTERM)

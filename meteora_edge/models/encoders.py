@@ -37,7 +37,7 @@ class Encoder(Protocol):
 EncoderLike = Union[Encoder, Callable[[list[str]], "np.ndarray"]]
 
 
-_CHECK_EVERY = 64  # texts the hashing encoder embeds between two checks
+_CHECK_EVERY = 16  # texts the hashing encoder embeds between two checks
 
 
 class HashingEncoder:

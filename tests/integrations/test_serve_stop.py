@@ -66,10 +66,13 @@ def test_http_answers_504_json_past_the_deadline_and_health_reports_it():
 
 
 def test_sigterm_under_three_large_requests_exits_in_time_with_json_for_every_client():
-    measured = sigterm_under_load(requests=3, chunks=1500, words=400, shutdown_timeout=2, after=1.0)
+    measured = sigterm_under_load(requests=3, chunks=1500, words=1000, shutdown_timeout=2, after=0.5)
     assert measured["code"] == 0 and measured["exit_s"] <= 2 + 2, measured["exit_s"]
-    assert measured["answers"] == [(503, True)] * 3, measured["log"]
-    assert measured["tracebacks"] == 0 and len(measured["stopped"]) == 3, measured["log"]
+    statuses = [status for status, _ in measured["answers"]]
+    # every client gets JSON: its selection if it finished within the grace, else a 503 (and at least one did not)
+    assert all(ok for _, ok in measured["answers"]) and len(statuses) == 3 and 503 in statuses, measured["log"]
+    assert set(statuses) <= {200, 503} and len(measured["stopped"]) == statuses.count(503), measured["log"]
+    assert measured["tracebacks"] == 0, measured["log"]
 
 
 def test_stdio_answers_an_error_line_past_the_deadline_and_goes_on():
