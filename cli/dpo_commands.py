@@ -7,7 +7,7 @@ import sys
 
 import click
 
-from meteora_edge.fileio import write_text_atomic
+from meteora_edge.fileio import escape_line_separators, write_text_atomic
 
 from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
 from .output import check_output_dir, check_output_path
@@ -31,7 +31,7 @@ def dpo_derive(hotpot_file: str, output: str, limit: int | None, expansion_windo
     check_output_path(output, inputs=[("--hotpot", hotpot_file)])
     encoder = encoder_from_options(bundle, threads, precision)
     records = derive_candidates(hotpot_file, encoder=encoder, expansion_window=expansion_window, limit=limit)
-    write_text_atomic(output, "".join(json.dumps(r, ensure_ascii=False) + "\n" for r in records))
+    write_text_atomic(output, "".join(escape_line_separators(json.dumps(r, ensure_ascii=False)) + "\n" for r in records))
     candidates = sum(len(r["candidates"]) for r in records)
     click.echo(f"wrote {output}: {len(records)} questions, {candidates} candidate rationale sets", err=True)
 

@@ -117,6 +117,7 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
     if layout != "hotpotqa" and level is not None:
         raise InputError(f"--level applies to the HotpotQA layout only; {data_path} is per-query JSONL, whose candidates are given")
     questions = load_questions(data_path, level=level, limit=limit)
+    empty = _warn_empty_candidates(questions)
     specs = methods or DEFAULT_METHODS
     needs_llm = any(s.partition(":")[0] in LLM_METHODS for s in specs)
     try:
@@ -149,11 +150,23 @@ def eval_command(data_path: str, level: str | None, split: str | None, index_pat
                    "the first method that asks for them carries their time)")
     meta = {
         "data": data_path, "layout": layout, "level": level or ("sentence" if layout == "hotpotqa" else None),
-        "questions": len(questions), "yes_no_skipped": yes_no, "encoder": encoder.identity,
+        "questions": len(questions), "yes_no_skipped": yes_no, "empty_candidates_skipped": empty,
+        "encoder": encoder.identity,
         "embedding_ms_per_question": round(embed_ms, 2), "tokenizer": counter.identity, **_machine(),
     }
     _write(output, plot_file, meta, reports, tables, per_question,
            title=f"{len(questions)} questions, {meta['level'] or layout}, {encoder.identity}")
+
+
+def _warn_empty_candidates(questions: Any) -> int:
+    """One warning line when candidates were left out for being empty; their number."""
+    hit = [q for q in questions if q.empty_skipped]
+    count = sum(len(q.empty_skipped) for q in hit)
+    if count:
+        first = hit[0]
+        click.echo(f"warning: skipped {count} empty candidate(s) in {len(hit)} question(s) (first: {first.where}: "
+                   f"candidate {first.empty_skipped[0]}); each question runs with the rest", err=True)
+    return count
 
 
 def _eval_corpus(folder: str, *, split: str, index_path: str | None, chunk_size: int, methods: tuple[str, ...],

@@ -222,14 +222,18 @@ def _local_index(index_dir: str, command: str) -> LocalIndex:
 @click.argument("index_dir", metavar="INDEX")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True)
+@click.option("--checksum", is_flag=True,
+              help="Read every file and compare its content hash, to find edits that kept its size and modification "
+                   "time (slower: each file is read).")
 @_reading_and_embedding_options
-def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool, follow_links: bool,
+def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, checksum: bool, strict: bool, follow_links: bool,
          bundle: str | None, threads: int, precision: str, progress_mode: str, include: tuple[str, ...],
          exclude: tuple[str, ...], no_ignore_files: bool, max_file_size: int | None, verbose: bool) -> None:
     """Make INDEX (a folder or milvus:// collection) follow the files and folders given: add new files, replace
     changed ones, remove deleted ones.
 
-    Only files whose size or modification time changed are read again; a renamed or copied
+    Only files whose size or modification time changed are read again (--checksum reads every
+    file and compares what it holds); a renamed or copied
     file re-uses its stored vectors. --include/--exclude and ignore files choose the files as for
     'index build': a source they now leave out is removed. Sources outside the folders given are left alone, and
     index folders are never read. The change costs time in proportion to the chunks it
@@ -249,7 +253,8 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, strict: bool,
     choice = file_choice(include, exclude, no_ignore_files, max_file_size)
     with progress_reporter(progress_mode, "embedding", "chunks") as progress:
         synced = current.sync(list(inputs), encoder, batch_size=batch_size, progress=progress, strict=strict,
-                              follow_links=follow_links, on_skip=report, choice=choice)
+                              follow_links=follow_links, on_skip=report, choice=choice,
+                              checksum=checksum)
     report.print_summary()
     click.echo(f"synced {index_dir}: added {plural(synced.added_chunks, 'chunk')}, removed "
                f"{plural(synced.removed_chunks, 'chunk')}; now holds {plural(len(synced), 'chunk')}", err=True)

@@ -20,7 +20,7 @@ import click
 
 from meteora_edge.documents import Chunk
 from meteora_edge.errors import InputError
-from meteora_edge.fileio import write_text_atomic
+from meteora_edge.fileio import escape_line_separators, write_text_atomic
 
 _UNICODE = {"utf-8", "utf-8-sig", "utf-16", "utf-16-le", "utf-16-be", "utf-32", "utf-32-le", "utf-32-be", "gb18030"}
 _SLICE = 1 << 20  # characters of one chunk text encoded at a time
@@ -102,10 +102,11 @@ def check_output_dir(path: str, *, option: str = "--output-dir") -> None:
 def emit_json(data: Any, *, output: str | None, compact: bool) -> None:
     """Write ``data`` as JSON to ``output`` (atomically, UTF-8) or to stdout."""
     if output:
-        write_text_atomic(output, json.dumps(data, ensure_ascii=False, indent=None if compact else 2) + "\n")
+        write_text_atomic(output, escape_line_separators(json.dumps(data, ensure_ascii=False, indent=None if compact else 2)) + "\n")
         click.echo(f"wrote {output}", err=True)
     else:
-        click.echo(json.dumps(data, ensure_ascii=not stdout_is_unicode(), indent=None if compact else 2) + "\n", nl=False)
+        text = json.dumps(data, ensure_ascii=not stdout_is_unicode(), indent=None if compact else 2)
+        click.echo(escape_line_separators(text) + "\n", nl=False)
 
 
 def emit_text(text: str, *, output: str | None) -> None:
@@ -127,10 +128,11 @@ def chunks_json(chunks: Iterable[Chunk], *, compact: bool, ensure_ascii: bool) -
     for number, chunk in enumerate(chunks):
         head, tail = json.dumps({**chunk.to_dict(), "text": _MARK}, ensure_ascii=ensure_ascii, indent=indent).split(
             json.dumps(_MARK, ensure_ascii=ensure_ascii))
+        head, tail = escape_line_separators(head), escape_line_separators(tail)
         if not compact:
             head, tail = head.replace("\n", "\n    "), tail.replace("\n", "\n    ")
         yield ("" if number == 0 else ", " if compact else ",") + ("" if compact else "\n    ") + head + '"'
         for start in range(0, len(chunk.text), _SLICE):
-            yield json.dumps(chunk.text[start : start + _SLICE], ensure_ascii=ensure_ascii)[1:-1]
+            yield escape_line_separators(json.dumps(chunk.text[start : start + _SLICE], ensure_ascii=ensure_ascii)[1:-1])
         yield '"' + tail
     yield "]}\n" if compact else "\n  ]\n}\n"

@@ -7,7 +7,7 @@ from pathlib import Path
 
 from meteora_edge.documents import check_unicode
 from meteora_edge.errors import InputError
-from meteora_edge.fileio import read_json_file, read_text_file
+from meteora_edge.fileio import DuplicateKeyError, loads_json, read_json_file, read_text_file
 from meteora_edge.pipeline.config import RATIONALE_STRATEGIES
 from meteora_edge.selection.rationales import Rationale, as_rationales, parse_rationales
 
@@ -51,7 +51,9 @@ def load_rationales(path: str) -> list[Rationale]:
     text = read_text_file(path)
     if text.lstrip()[:1] in ("[", "{"):
         try:
-            data = json.loads(text)
+            data = loads_json(text)
+        except DuplicateKeyError as exc:
+            raise InputError(f"{path} is ambiguous: {exc}") from None
         except (json.JSONDecodeError, RecursionError):
             return parse_rationales(text)  # "[Label] …" is tagged text, not broken JSON
         return _rationales_from_json(data, path)

@@ -12,6 +12,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import PurePath
 from typing import Any
 
+from meteora_edge.fileio import escape_line_separators
 from meteora_edge.models.analyzer import ANALYZERS, DEFAULT_ANALYZER, Analyzer
 from meteora_edge.pipeline.engine import PipelineResult
 from meteora_edge.pipeline.report import DETAILS, passage_records, selection_json
@@ -78,10 +79,10 @@ def render(
     if fmt == "json":
         data = selection_json(result, query=query, index_mode=index_mode, default_source=chunks_file,
                               detail=detail)
-        return json.dumps(data, ensure_ascii=ascii_json, indent=None if compact else 2) + "\n", []
+        return escape_line_separators(json.dumps(data, ensure_ascii=ascii_json, indent=None if compact else 2)) + "\n", []
     rows = passage_records(result, index_mode=index_mode, default_source=chunks_file, detail=detail)
     if fmt == "jsonl":
-        return "".join(json.dumps(r, ensure_ascii=ascii_json) + "\n" for r in rows), _phase_lines(result)
+        return "".join(escape_line_separators(json.dumps(r, ensure_ascii=ascii_json)) + "\n" for r in rows), _phase_lines(result)
     if fmt == "table":
         if detail == "full":
             return result.trace.to_table(width=width) + "\n\ncontext:\n" + (result.context or "(empty)") + "\n", []

@@ -61,7 +61,10 @@ from .select_command import HASHING_NOTE
 @click.option("--max-connections", type=click.IntRange(min=1), default=256, show_default=True,
               help="Open connections at once; more are answered 503 (JSON, Retry-After).")
 @click.option("--shutdown-timeout", type=click.IntRange(min=0), default=10, show_default=True,
-              help="Seconds running requests get to finish after SIGINT/SIGTERM.")
+              help="Seconds running requests get to finish after SIGINT/SIGTERM (they stop at their next check).")
+@click.option("--request-timeout", type=click.FloatRange(0, 3600, min_open=True), default=60.0, show_default=True,
+              help="Seconds a selection may take once its body arrived, waiting for a worker included; then its work "
+                   "stops at the next check between phases and batches (504; 503 if it never started).")
 def serve(
     host: str,
     port: int,
@@ -87,6 +90,7 @@ def serve(
     keep_alive: float,
     max_connections: int,
     shutdown_timeout: int,
+    request_timeout: float,
 ) -> None:
     """Load the models once and answer select requests: HTTP on 127.0.0.1, or JSON lines with --stdio.
 
@@ -113,7 +117,7 @@ def serve(
             raise InputError(flags) from None
         limits = http.ServerLimits(workers=workers, queue=queue, max_body_bytes=max_body_mb * 2**20,
                                    header_timeout=header_timeout, body_timeout=body_timeout, keep_alive=keep_alive,
-                                   max_connections=max_connections)
+                                   max_connections=max_connections, request_timeout=request_timeout)
     if (sample_shots or domain) and not llm:
         raise InputError("--sample-shots and --domain shape the GGUF prompts; add --llm")
     shots = None
@@ -132,7 +136,8 @@ def serve(
         from meteora_edge.integrations.stdio import serve_stdio
 
         with _stopped_by_signals():
-            serve_stdio(service, sys.stdin.buffer, sys.stdout.buffer, max_line_bytes=max_body_mb * 2**20)
+            serve_stdio(service, sys.stdin.buffer, sys.stdout.buffer, max_line_bytes=max_body_mb * 2**20,
+                        request_timeout=request_timeout)
         return
 
     def ready(url: str) -> None:

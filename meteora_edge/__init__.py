@@ -30,6 +30,7 @@ del _add_stage_folders
 
 from .errors import (
     BundleError,
+    Cancelled,
     CollectionError,
     ConfigError,
     InputError,
@@ -45,6 +46,7 @@ _LAZY = {
     "Chunk": "documents",
     "ContextChunk": "pipeline.meve",
     "CorpusIndex": "index.corpus_index",
+    "Deadline": "pipeline.deadline",
     "EmbeddingCache": "models.embedding_cache",
     "Encoder": "models.encoders",
     "EvidencePipeline": "pipeline.engine",
@@ -124,6 +126,7 @@ if TYPE_CHECKING:  # pragma: no cover - for type checkers and IDEs
     from .selection.reranker import RankedDocument
     from .pipeline.request import SelectRequest
     from .pipeline.runtime import SelectRuntime
+    from .pipeline.deadline import Deadline
     from .selection.rationales import Rationale
     from .selection.reranker import RerankTrace
     from .evaluation import SelectionMetrics
@@ -168,10 +171,12 @@ __all__ = [
     "__version__",
     "BundleError",
     "Chunk",
+    "Cancelled",
     "CollectionError",
     "ConfigError",
     "ContextChunk",
     "CorpusIndex",
+    "Deadline",
     "EmbeddingCache",
     "Encoder",
     "EvidencePipeline",

@@ -15,6 +15,7 @@ __all__ = [
     "LocalIndexError",
     "CollectionError",
     "MissingExtraError",
+    "Cancelled",
 ]
 
 
@@ -55,3 +56,16 @@ class MissingExtraError(MeteoraError, ImportError):
         )
         self.module = module
         self.extra = extra
+
+
+class Cancelled(MeteoraError):
+    """Work stopped at a checkpoint (between phases or batches): its deadline passed, or the server is stopping.
+
+    Attributes:
+        reason: ``"deadline"`` (it ran past its deadline), ``"queued"`` (the deadline passed before
+            it started) or ``"shutdown"`` (the server is stopping).
+    """
+
+    def __init__(self, message: str, *, reason: str) -> None:
+        super().__init__(message)
+        self.reason = reason

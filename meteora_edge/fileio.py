@@ -45,12 +45,29 @@ __all__ = [
     "STDIN_LABEL",
     "is_stdin",
     "source_name",
+    "escape_line_separators",
+    "loads_json",
+    "DuplicateKeyError",
+    "RealPaths",
 ]
 
 MAX_INPUT_BYTES = 512 * 1024 * 1024
 _BLOCK = 1 << 20
 STDIN = "-"
 STDIN_LABEL = "<stdin>"
+_SEPARATORS = str.maketrans({"\u2028": "\\u2028", "\u2029": "\\u2029"})
+
+
+def escape_line_separators(text: str) -> str:
+    """JSON text with U+2028 and U+2029 written as ``\\u2028``/``\\u2029``: still the same JSON (they can
+    only occur inside strings), but one line for a reader that splits on every Unicode line break
+    (``str.splitlines``, JavaScript before ES2019). Every JSON and JSON-lines output goes through it.
+
+    Example:
+        >>> escape_line_separators(json.dumps({"text": "a\u2028b"}, ensure_ascii=False))
+        '{"text": "a\\\\u2028b"}'
+    """
+    return text.translate(_SEPARATORS)
 
 
 def is_stdin(path: object) -> bool:
@@ -161,14 +178,76 @@ def iter_text_blocks(
                 return
 
 
+class RealPaths:
+    """``os.path.realpath`` for many files, each folder resolved once (``realpath`` walks every part
+    of every path: 25 µs a file, a quarter of a second for 10,000 files).
+
+    Example:
+        >>> paths = RealPaths()
+        >>> paths("/") == os.path.realpath("/")
+        True
+    """
+
+    def __init__(self) -> None:
+        self._folders: dict[str, str] = {}
+
+    def __call__(self, path: str | os.PathLike[str], *, link: bool | None = None) -> str:
+        """The resolved ``path``; ``link=False`` says the file itself is known not to be a link (one
+        ``lstat`` saved)."""
+        folder, name = os.path.split(os.fspath(path))
+        if name in ("", ".", ".."):
+            return os.path.realpath(path)
+        real = self._folders.get(folder)
+        if real is None:
+            real = self._folders[folder] = os.path.realpath(folder or ".")
+        full = os.path.join(real, name)
+        return os.path.realpath(full) if link is not False and os.path.islink(full) else full
+
+
+class DuplicateKeyError(InputError):
+    """A JSON object holds one key twice (``json.loads`` would keep the last one without a word)."""
+
+    def __init__(self, key: str) -> None:
+        super().__init__(f"the key {key!r} appears twice in one object; give each key once (JSON readers "
+                         "disagree on which copy counts)")
+        self.key = key
+
+
+def _unique_keys(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    data = dict(pairs)
+    if len(data) < len(pairs):  # (the usual case, no key twice, costs one dict and one comparison)
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise DuplicateKeyError(key)
+            seen.add(key)
+    return data
+
+
+def loads_json(text: str, *, parse_constant: Callable[[str], Any] | None = None) -> Any:
+    """``json.loads(text)`` that refuses an object holding a key twice (:class:`DuplicateKeyError`), as
+    every reader of user JSON (files, request bodies, stdio lines) does; ``parse_constant`` as in ``json.loads``.
+
+    Example:
+        >>> loads_json('{"text": "a", "text": "b"}')
+        Traceback (most recent call last):
+        ...
+        meteora_edge.fileio.DuplicateKeyError: the key 'text' appears twice in one object; give each key once (JSON readers disagree on which copy counts)
+    """
+    return json.loads(text, object_pairs_hook=_unique_keys, parse_constant=parse_constant)
+
+
 def parse_json(text: str, where: object) -> Any:
     """``json.loads`` whose every failure is one :class:`InputError` naming ``where``.
 
     Integers of more than 4300 digits (Python's conversion limit) and nesting deeper than
-    the interpreter's recursion limit are refused like syntax errors.
+    the interpreter's recursion limit are refused like syntax errors, and so is an object that
+    holds a key twice.
     """
     try:
-        return json.loads(text)
+        return loads_json(text)
+    except DuplicateKeyError as exc:
+        raise InputError(f"{where} is ambiguous: {exc}") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"{where} is not valid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
@@ -243,7 +322,7 @@ def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, st
         InputError: empty or malformed (with ``on_bad_line``: no line of a JSON Lines file is valid).
     """
     try:
-        return json.loads(text)
+        return loads_json(text)
     except json.JSONDecodeError as whole:
         if text.lstrip().startswith("["):
             raise InputError(f"{where} is not valid JSON: {whole.msg} at line {whole.lineno} column {whole.colno}") from None
@@ -261,7 +340,7 @@ def parse_json_or_jsonl(text: str, where: str, *, on_bad_line: Callable[[int, st
     for number, line in lines:
         try:
             try:
-                items.append(json.loads(line))
+                items.append(loads_json(line))
                 items.numbers.append(number)
             except json.JSONDecodeError as exc:
                 raise InputError(f"{where} line {number} is not valid JSON: {exc.msg} (column {exc.colno})") from None

@@ -128,3 +128,67 @@ def cli_json(*args: str) -> dict[str, Any]:
                           env=child_env(), timeout=120)
     assert proc.returncode == 0, proc.stderr
     return json.loads(proc.stdout)
+
+
+def sigterm_under_load(*args: str, requests: int = 3, chunks: int = 1500, words: int = 400,
+                       shutdown_timeout: int = 10, after: float = 1.5) -> dict[str, Any]:
+    """SIGTERM a server (hashing encoder) while ``requests`` selections of ``chunks`` chunks run: ``after``
+    seconds after every client has sent its whole body.
+
+    Returns:
+        ``exit_s`` (signal to exit), ``code``, ``answers`` (per client: (status, body is one JSON
+        object with ``passages`` or ``error``)), ``tracebacks`` in its log, ``stopped`` (its log lines
+        for stopped requests) and ``log``.
+    """
+    import random
+    import threading
+
+    rng = random.Random(7)
+    vocabulary = [f"w{i}" for i in range(4000)] + "party may terminate agreement notice fees".split()
+    body = json.dumps({"query": "who may terminate the agreement?",
+                       "chunks": [" ".join(rng.choices(vocabulary, k=words)) for _ in range(chunks)]}).encode()
+    srv = ServerProcess("--shutdown-timeout", str(shutdown_timeout), "--max-body-mb", "64", *args)
+    answers: list[tuple[int, bool]] = []
+    sent = threading.Semaphore(0)
+
+    def client() -> None:
+        conn = http.client.HTTPConnection(srv.host, srv.port, timeout=300)
+        try:
+            try:
+                conn.request("POST", "/v1/select", body=body, headers={"Content-Type": "application/json"})
+            finally:
+                sent.release()
+            response = conn.getresponse()
+            raw = response.read()
+            try:
+                data = json.loads(raw)
+                ok = response.getheader("Content-Type", "").startswith("application/json") and isinstance(data, dict) \
+                    and (bool(data.get("passages")) or list(data) == ["error"])
+            except ValueError:
+                ok = False
+            answers.append((response.status, ok))
+        except OSError:
+            answers.append((0, False))  # no answer at all
+        finally:
+            conn.close()
+
+    threads = [threading.Thread(target=client) for _ in range(requests)]
+    for thread in threads:
+        thread.start()
+    for _ in threads:
+        sent.acquire(timeout=120)
+    time.sleep(after)
+    signalled = time.monotonic()
+    srv.proc.send_signal(signal.SIGTERM)
+    try:
+        code = srv.proc.wait(timeout=300)
+    except subprocess.TimeoutExpired:
+        srv.proc.kill()
+        code = srv.proc.wait()
+    exit_s = time.monotonic() - signalled
+    for thread in threads:
+        thread.join(timeout=60)
+    log = srv.stderr_text()
+    srv.stop()
+    return {"exit_s": exit_s, "code": code, "answers": sorted(answers), "tracebacks": log.count("Traceback"),
+            "stopped": [line for line in log.splitlines() if " stopped (" in line], "log": log}

@@ -77,7 +77,9 @@ GOOD = {"query": "q", "candidates": ["a", {"id": "x", "text": "b"}], "gold": [0]
     ({**GOOD, "gold": []}, "'gold' must be a non-empty list"),
     ({**GOOD, "candidates": ["a", {"id": 0, "text": "b"}]}, "candidates 0 and 1 share the id 0"),
     ({**GOOD, "candidates": []}, "'candidates' must be a non-empty list"),
-    ({**GOOD, "candidates": ["a", {"id": "x", "text": " "}]}, "candidate 1 has no text"),
+    ({**GOOD, "candidates": ["a", {"id": "x", "text": 5}]}, "candidate 1 has no text"),
+    ({**GOOD, "candidates": ["", {"id": "x", "text": " "}]}, "every candidate is empty"),
+    ({**GOOD, "candidates": ["", "b"]}, "every gold candidate is empty"),
     ({**GOOD, "candidates": ["a", 7]}, "candidate 1 must be a string or an {id, text} object"),
     ({**GOOD, "candidates": ["a", {"id": "x", "body": "b"}]}, "candidate 1 has unknown key(s) ['body']"),
     ({k: v for k, v in GOOD.items() if k != "gold"}, "missing key 'gold'"),
@@ -176,3 +178,19 @@ def test_the_dense_gold_view_keeps_every_gold_candidate_and_samples_the_rest(tmp
     assert none.returncode == 1 and none.stderr.strip() == "error: no question has 4 or more gold candidates"
     missing = _dense_gold_view(tmp_path / "nope.json", "-o", tmp_path / "x.jsonl")
     assert missing.returncode == 1 and "not found" in missing.stderr and "Traceback" not in missing.stderr
+
+
+def test_an_empty_candidate_is_left_out_counted_and_the_rest_runs(tmp_path):
+    line = {"query": "Who may terminate?", "gold": [2, "t"],
+            "candidates": ["Fees are monthly.", "", "Either party may terminate.", {"id": "t", "text": "  "}, "Notice."]}
+    path = write_lines(tmp_path, [LINES[0], line])
+    second = load_jsonl(path)[1]
+    assert second.candidates == ["Fees are monthly.", "Either party may terminate.", "Notice."]
+    assert second.gold == frozenset({1}) and second.empty_skipped == (1, 3) and second.where == f"{path} line 2"
+    out = tmp_path / "report.json"
+    result = CliRunner().invoke(main, ["eval", "--data", path, "--method", "bm25:1", "-o", str(out)])
+    assert result.exit_code == 0, result.output
+    assert (f"warning: skipped 2 empty candidate(s) in 1 question(s) (first: {path} line 2: candidate 1); "
+            "each question runs with the rest") in result.output
+    report = json.loads(out.read_text())
+    assert report["meta"]["questions"] == 2 and report["meta"]["empty_candidates_skipped"] == 2

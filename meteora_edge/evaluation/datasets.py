@@ -10,7 +10,9 @@
 
   ``candidates`` are strings or ``{id, text, metadata}`` objects; a candidate's id is its
   ``id``, else its 0-based position, and ``gold`` lists candidate ids. ``id``, ``answer`` and
-  ``group`` (the row of ``--by group``) are optional.
+  ``group`` (the row of ``--by group``) are optional. A candidate whose text is empty (HotpotQA
+  contexts hold empty sentences) is left out of its question and counted in
+  :attr:`EvalQuestion.empty_skipped`; the question runs with the rest.
 
 :func:`load_questions` tells the two apart by their content. Corpus-level data (the BEIR
 layout) is read by :mod:`meteora_edge.evaluation.beir`.
@@ -38,6 +40,9 @@ class EvalQuestion:
     candidates: list[str]
     gold: frozenset[int]
     group: str | None = None
+    #: where the question was read (``FILE line N``) and the positions of the empty candidates left out
+    where: str = ""
+    empty_skipped: tuple[int, ...] = ()
 
 
 def data_layout(path: str) -> str:
@@ -103,8 +108,9 @@ def load_jsonl(path: str, *, limit: int | None = None) -> list[EvalQuestion]:
 
     Raises:
         InputError: a line that is not a JSON object, an empty query, no candidates, a
-            candidate without text, duplicate candidate or question ids, no gold, or a gold
-            id outside the candidates — each naming the file and line.
+            candidate without a text string, duplicate candidate or question ids, no gold, or a gold
+            id outside the candidates — each naming the file and line. (An empty candidate is
+            left out, see the module doc.)
     """
     return _jsonl_items(read_text_file(path), path, limit=limit)
 
@@ -147,24 +153,37 @@ def _jsonl_question(item: Any, where: str, *, default_id: str) -> EvalQuestion:
     if not isinstance(raw, list) or not raw:
         raise InputError(f"{where}: 'candidates' must be a non-empty list of strings or {{id, text}} objects")
     texts: list[str] = []
-    position_of: dict[object, int] = {}
+    first_at: dict[object, int] = {}  # id → position in the line
+    kept_at: dict[object, int | None] = {}  # id → position among the kept candidates (None: empty, left out)
+    empty: list[int] = []
     for position, candidate in enumerate(raw):
         cid, body = _candidate(candidate, position, where)
         key = _id_key(cid)
-        if key in position_of:
-            raise InputError(f"{where}: candidates {position_of[key]} and {position} share the id {cid!r}")
-        position_of[key] = position
-        texts.append(body)
+        if key in first_at:
+            raise InputError(f"{where}: candidates {first_at[key]} and {position} share the id {cid!r}")
+        first_at[key] = position
+        if body.strip():
+            kept_at[key] = len(texts)
+            texts.append(body)
+        else:
+            kept_at[key] = None
+            empty.append(position)
+    if not texts:
+        raise InputError(f"{where}: every candidate is empty; give at least one with text")
     gold_ids = item["gold"]
     if not isinstance(gold_ids, list) or not gold_ids:
         raise InputError(f"{where}: 'gold' must be a non-empty list of candidate ids (or positions)")
     gold = set()
     for gid in gold_ids:
         key = _id_key(gid) if isinstance(gid, (str, int)) and not isinstance(gid, bool) else None
-        if key not in position_of:
+        if key not in kept_at:
             raise InputError(f"{where}: gold {gid!r} is not among the candidates' ids "
                              f"({_id_range(raw)})")
-        gold.add(position_of[key])
+        index = kept_at[key]
+        if index is not None:
+            gold.add(index)
+    if not gold:
+        raise InputError(f"{where}: every gold candidate is empty; give gold candidates with text")
     qid = item.get("id", default_id)
     if not isinstance(qid, (str, int)) or isinstance(qid, bool):
         raise InputError(f"{where}: 'id' must be a string or an integer")
@@ -173,7 +192,8 @@ def _jsonl_question(item: Any, where: str, *, default_id: str) -> EvalQuestion:
         raise InputError(f"{where}: 'answer' must be a string")
     if group is not None and (not isinstance(group, (str, int)) or isinstance(group, bool)):
         raise InputError(f"{where}: 'group' must be a string")
-    return EvalQuestion(str(qid), query, answer, texts, frozenset(gold), None if group is None else str(group))
+    return EvalQuestion(str(qid), query, answer, texts, frozenset(gold), None if group is None else str(group),
+                        where=where, empty_skipped=tuple(empty))
 
 
 def _candidate(candidate: Any, position: int, where: str) -> tuple[object, str]:
@@ -191,7 +211,7 @@ def _candidate(candidate: Any, position: int, where: str) -> tuple[object, str]:
             raise InputError(f"{where}: candidate {position}'s 'metadata' must be an object")
     else:
         raise InputError(f"{where}: candidate {position} must be a string or an {{id, text}} object")
-    if not isinstance(body, str) or not body.strip():
+    if not isinstance(body, str):
         raise InputError(f"{where}: candidate {position} has no text")
     return cid, body
 

@@ -17,6 +17,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import InputError
+from ..fileio import escape_line_separators
 from ..models.encoders import EncoderLike, embed, normalize_rows
 from .chunking import DEFAULT_BOUNDARIES, iter_chunks
 from .corpus import SourceDocument
@@ -37,7 +38,7 @@ def record_line(record: dict[str, Any]) -> bytes:
         # and text land on the same places with the same values; a stale sha256 is dropped)
         line = {"id": record["id"], "text": record["text"], "sha256": digest,
                 **{k: v for k, v in record.items() if k != "sha256"}}
-        return json.dumps(line, ensure_ascii=False, allow_nan=False).encode("utf-8") + b"\n"
+        return escape_line_separators(json.dumps(line, ensure_ascii=False, allow_nan=False)).encode("utf-8") + b"\n"
     except UnicodeEncodeError as exc:
         bad = exc.object[exc.start : exc.end].encode("utf-8", "backslashreplace").decode("ascii")
         raise InputError(f"document {record['source']!r} holds a lone surrogate ({bad}) that UTF-8 cannot store; "

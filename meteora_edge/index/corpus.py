@@ -23,7 +23,7 @@ from typing import Any
 
 from ..documents import document_text
 from ..errors import InputError, MissingExtraError
-from ..fileio import is_stdin, parse_json_or_jsonl
+from ..fileio import RealPaths, is_stdin, parse_json_or_jsonl
 from ..readers import JSON_SUFFIXES, TEXT_SUFFIXES, UnusableFileError, read_document_file
 from .corpus_walk import SkipHandler, expand_paths, is_index_folder, path_label
 from .file_choice import FileChoice
@@ -90,19 +90,20 @@ def read_changed(
 ) -> tuple[list[SourceDocument], set[str], dict[str, tuple[int, int]]]:
     """Read the files under ``paths`` that changed (for ``index sync``).
 
-    Every file is listed and stat-ed first; ``unchanged(absolute path, (size, mtime_ns))``
+    Every file is listed and stat-ed first; ``unchanged(resolved path, (size, mtime_ns))``
     says which need not be read again. Nothing to read is not an error.
 
     Returns:
-        ``(documents read, absolute paths of every file listed, (size, mtime_ns) of each file read)``.
+        ``(documents read, resolved paths of every file listed, (size, mtime_ns) of each file read)``.
     """
     listed: set[str] = set()
     states: dict[str, tuple[int, int]] = {}
+    real = RealPaths()
 
     def wanted(path: Path | str, info: os.stat_result | None) -> bool:
         if is_stdin(path):
             return True
-        key = os.path.abspath(path)
+        key = real(path, link=None if info is None else False)  # as sources.source_key names it
         try:
             info = info or os.stat(path)
         except OSError:
@@ -116,7 +117,7 @@ def read_changed(
 
     documents = _read_documents(paths, strict=strict, on_skip=on_skip, follow_links=follow_links, wanted=wanted,
                                 allow_empty=True, choice=choice)
-    read = {os.path.abspath(d.file) for d in documents if d.file is not None}
+    read = {real(d.file) for d in documents if d.file is not None}
     unreadable = {key for key in states if key not in read}
     return documents, listed - unreadable, states
 

@@ -45,7 +45,7 @@ from .corpus import FileChoice, SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
                        SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
-from .sources import SourceEntry, decode_table, table_from_records
+from .sources import SourceEntry, decode_table, one_file_per_source, table_from_records
 from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync, write_sparse
 from .chunking import DEFAULT_BOUNDARIES, check_chunking, count_words
 from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
@@ -172,7 +172,7 @@ class LocalIndex(LocalReads):
 
     @property
     def sources(self) -> dict[str, SourceEntry]:
-        """The source table: key (absolute path) → :class:`~meteora_edge.index.sources.SourceEntry`.
+        """The source table: key (resolved path) → :class:`~meteora_edge.index.sources.SourceEntry`.
 
         An index written before format 3 has none stored: it is rebuilt from the records (once per opened version).
         """
@@ -256,6 +256,7 @@ class LocalIndex(LocalReads):
             MissingExtraError: ``ann`` is given and faiss-cpu is not installed.
         """
         target = Path(out)
+        documents = one_file_per_source(documents)
         wait = resolve_lock_timeout(lock_timeout)  # a bad value fails before the embedding, not after it
         if target_state(target) == "index" and not overwrite:
             raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
@@ -378,13 +379,15 @@ class LocalIndex(LocalReads):
         on_skip: Any = None,
         choice: FileChoice | None = None,
         lock_timeout: float | None = None,
+        checksum: bool = False,
     ) -> LocalIndex:
         """Make the index follow the files and folders in ``paths``; return the new version, opened.
 
         New files are added, changed ones replaced, and the sources under ``paths`` whose file is
         gone (or holds no usable text any more) removed. A file whose size and modification time
-        match the source table is not read again; one that was touched but reads the same only gets
-        its time updated. A renamed or copied file re-uses the stored vectors of the same text.
+        match the source table is not read again (with ``checksum``, every file is read and compared
+        by the hash of its content: for edits that keep both); one that was touched but reads the same
+        only gets its time updated. A renamed or copied file re-uses the stored vectors of the same text.
         Index folders are never read (see :func:`~meteora_edge.index.corpus.read_changed`).
         The returned version's ``added_chunks``, ``added_documents`` and ``removed_chunks`` say what
         changed; when nothing did, the current version is returned and nothing is written.
@@ -396,7 +399,7 @@ class LocalIndex(LocalReads):
         """
         def plan(base: LocalIndex) -> UpdatePlan:
             return plan_sync(base.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip,
-                             choice=choice)
+                             choice=choice, checksum=checksum)
 
         return self._update(plan, encoder, batch_size=batch_size, progress=progress, lock_timeout=lock_timeout)
 
@@ -420,6 +423,7 @@ class LocalIndex(LocalReads):
             base = self if self._still_current() else LocalIndex.load(self.root, encoder=encoder, verify=False)
             plan = make_plan(base)
             if plan.empty():
+                base.added_chunks = base.added_documents = base.removed_chunks = 0
                 base.left_out_documents = plan.left_out
                 return base  # nothing changed: nothing to write
             if require_text and not plan.add and not plan.remove:

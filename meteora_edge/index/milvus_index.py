@@ -83,7 +83,7 @@ from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_row
 from .milvus_location import MilvusLocation, connect
 from .milvus_sources import SOURCE_FIELDS, TABLE_FIELDS, document_columns, per_chunk, read_table
 from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write, rows_by_hash
-from .sources import SourceEntry
+from .sources import SourceEntry, one_file_per_source
 from .updates import addition, plan_add, plan_remove, plan_sync
 
 __all__ = ["MilvusIndex", "MILVUS_FORMAT", "MILVUS_FORMAT_VERSION"]
@@ -240,6 +240,7 @@ class MilvusIndex:
             MissingExtraError: pymilvus or milvus-lite is not installed.
         """
         check_chunking(chunk_size, overlap, boundaries)
+        documents = one_file_per_source(documents)
         texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap, boundaries)
         if not lines:
             raise InputError("the documents hold no text to index")
@@ -327,12 +328,13 @@ class MilvusIndex:
         follow_links: bool = False,
         on_skip: Any = None,
         choice: FileChoice | None = None,
+        checksum: bool = False,
     ) -> MilvusIndex:
         """Make the collection follow the files and folders in ``paths``; return it, updated.
 
         As :meth:`LocalIndex.sync <meteora_edge.index.local_index.LocalIndex.sync>`: new files are
         added, changed ones replaced, and the sources under ``paths`` whose file is gone removed; a
-        file whose size and time match is not read; a renamed or copied file re-uses the stored
+        file whose size and time match is not read (unless ``checksum``); a renamed or copied file re-uses the stored
         vectors of the same chunks. ``added_chunks`` and ``removed_chunks`` say what changed.
 
         Raises:
@@ -343,7 +345,7 @@ class MilvusIndex:
         self.check_encoder(encoder)
         prepare_write(self)
         plan = plan_sync(self.sources, paths, strict=strict, follow_links=follow_links, on_skip=on_skip,
-                         choice=choice)
+                         choice=choice, checksum=checksum)
         return apply_plan(self, plan, encoder, batch_size=batch_size, progress=progress)
 
     def remove(self, sources: Sequence[str]) -> MilvusIndex:

@@ -4,7 +4,10 @@ Two kinds of location, one code path (pymilvus's ``MilvusClient``):
 
 * **Milvus Lite** — a local database folder whose name ends in ``.db`` (pymilvus's rule),
   e.g. ``./corpus.db``; the ``milvus-lite`` package runs the engine inside this process.
-  One process at a time may open a Lite database (it holds a file lock).
+  One process at a time may open a Lite database (it holds a file lock): :func:`connect` waits
+  for another process to let it go (``METEORA_EDGE_LOCK_TIMEOUT`` seconds, 60 by default, as a
+  local index's writer lock), saying so once in the log, then fails in one line. Concurrent
+  writers and readers (``index sync`` while ``serve`` runs) need a Milvus server.
 * **A Milvus server or cluster** — ``http://host:19530`` (or ``https://…``), optionally with a
   user and a database: ``http://reader@host:19530/notes``. The secret never appears in a URI,
   a log or a message: a token (an API key, or ``user:password``) comes from
@@ -23,21 +26,29 @@ pymilvus logs every failed call with a traceback on its own stderr handler (logg
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs
 
 from ..errors import CollectionError, InputError, MissingExtraError
+from .generations import LOCK_TIMEOUT_ENV, lock_timeout
 
 __all__ = [
-    "DEFAULT_COLLECTION", "MilvusLocation", "connect", "is_milvus_url", "milvus_error", "milvus_location",
-    "parse_milvus_url",
+    "DEFAULT_COLLECTION", "MilvusLocation", "connect", "is_milvus_url", "lite_in_use", "milvus_error",
+    "milvus_location", "parse_milvus_url",
 ]
 
 DEFAULT_COLLECTION = "meteora_edge"
+_LITE_LOCK = "LOCK"  # the file Milvus Lite holds an exclusive flock on while a process has the database open
+_POLL = 0.2  # seconds between two looks at a Lite database another process holds
+
+logger = logging.getLogger(__name__)
 TOKEN_ENV = "METEORA_EDGE_MILVUS_TOKEN"
 PASSWORD_ENV = "METEORA_EDGE_MILVUS_PASSWORD"
 #: ``[USER@]HOST:PORT[/DATABASE]`` after the scheme of a server URI
@@ -144,13 +155,21 @@ def _message(exc: Exception) -> str:
     return " ".join(str(text).split())[:300]
 
 
-def connect(location: MilvusLocation, *, timeout: float = 10.0) -> Any:
+def connect(location: MilvusLocation, *, timeout: float = 10.0, wait: float | None = None) -> Any:
     """A ``MilvusClient`` for ``location`` (starting Milvus Lite in this process for a ``.db`` path).
+
+    Args:
+        location: where the index lives.
+        timeout: seconds each call to the server may take.
+        wait: seconds to wait for another process that has the Lite database open (None:
+            ``METEORA_EDGE_LOCK_TIMEOUT``, else 60).
 
     Raises:
         MissingExtraError: pymilvus (or, for a ``.db`` path, milvus-lite) is not installed.
         InputError: the Lite database's folder does not exist, or the path is a file.
-        CollectionError: the server cannot be reached or the database cannot be opened.
+        CollectionError: the server cannot be reached, the database cannot be opened, or another
+            process kept the Lite database open for ``wait`` seconds.
+        ConfigError: a bad ``wait`` (or ``METEORA_EDGE_LOCK_TIMEOUT``).
     """
     try:
         from pymilvus import MilvusClient
@@ -173,16 +192,56 @@ def connect(location: MilvusLocation, *, timeout: float = 10.0) -> Any:
         secrets.update(user=location.user, password=os.environ.get(PASSWORD_ENV, "") if location.user else "",
                        db_name=location.db_name)
     new_database = location.lite and not Path(location.uri).exists()
+    patience = lock_timeout(wait) if location.lite else 0.0
+    give_up = time.monotonic() + patience
+    waited = False
+    while True:
+        try:
+            client = MilvusClient(uri=location.uri, timeout=timeout, **secrets)
+            if new_database and Path(location.uri).is_dir():
+                os.chmod(location.uri, 0o700)  # owner-only, as a local index: it holds the user's documents
+            return client
+        except MilvusException as exc:
+            if not location.lite:
+                raise CollectionError(f"cannot connect to Milvus at {location.uri}: {_message(exc)}") from None
+            if not lite_in_use(location.uri):
+                raise CollectionError(f"cannot open the Milvus Lite database {location.uri} ({_message(exc)}); is "
+                                      "another process using it? Milvus Lite lets one process open a database") from None
+            if time.monotonic() >= give_up:
+                raise CollectionError(
+                    f"another process has kept the Milvus Lite database {location.uri} open for {patience:g} s "
+                    f"({LOCK_TIMEOUT_ENV} sets how long to wait): Milvus Lite lets one process open a database, so "
+                    "stop that process (a running 'meteora-edge serve' holds it), or use a Milvus server "
+                    "(--uri http://HOST:19530), which takes concurrent writers and readers") from None
+        if not waited:
+            waited = True
+            logger.warning("waiting up to %g s for the Milvus Lite database %s: another process has it open "
+                           "(Milvus Lite lets one process open a database)", patience, location.uri)
+        while lite_in_use(location.uri) and time.monotonic() < give_up:
+            time.sleep(_POLL)
+
+
+def lite_in_use(path: str | os.PathLike[str]) -> bool:
+    """Whether another process holds the lock of the Milvus Lite database folder ``path`` (a probe of
+    Milvus Lite's own lock file; this process's own hold counts too, so ask only after an open failed)."""
+    lock = Path(path) / _LITE_LOCK
+    if sys.platform == "win32" or not lock.is_file():
+        return False
+    import fcntl
+
     try:
-        client = MilvusClient(uri=location.uri, timeout=timeout, **secrets)
-        if new_database and Path(location.uri).is_dir():
-            os.chmod(location.uri, 0o700)  # owner-only, as a local index: it holds the user's documents
-        return client
-    except MilvusException as exc:
-        if location.lite:
-            raise CollectionError(f"cannot open the Milvus Lite database {location.uri} ({_message(exc)}); is another "
-                                  "process using it? Milvus Lite lets one process open a database") from None
-        raise CollectionError(f"cannot connect to Milvus at {location.uri}: {_message(exc)}") from None
+        fd = os.open(lock, os.O_RDONLY | os.O_NONBLOCK)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except OSError:
+        return True
+    else:
+        fcntl.flock(fd, fcntl.LOCK_UN)
+        return False
+    finally:
+        os.close(fd)
 
 
 def milvus_error(exc: Exception) -> str:

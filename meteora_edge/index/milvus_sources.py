@@ -3,7 +3,7 @@
 Every row carries its source, as the local index's source table does (see
 :mod:`meteora_edge.index.sources`)::
 
-    source_key        VARCHAR  the file's absolute path (``id:…``/``stdin:…`` without a file)
+    source_key        VARCHAR  the file's resolved path (``id:…``/``stdin:…`` without a file)
     source_size       INT64    its size when it was read            (nullable: unknown)
     source_mtime_ns   INT64    its modification time when it was read (nullable)
     source_sha256     VARCHAR  the hash of what was read from it     (nullable)
@@ -32,7 +32,7 @@ from typing import Any
 from ..errors import CollectionError
 from .content_hashes import record_file
 from .corpus import SourceDocument
-from .sources import SourceEntry, group_by_source, source_key
+from .sources import SourceEntry, group_by_source, resolve_keys, source_key
 from .updates import SourceAddition, addition
 
 __all__ = ["SOURCE_FIELDS", "Pending", "add_source_fields", "source_columns", "document_columns", "per_chunk",
@@ -98,7 +98,7 @@ def read_table(rows: Iterable[dict[str, Any]]) -> dict[str, SourceEntry]:
         size, mtime, sha = next(iter(group.states)) if len(group.states) == 1 else (None, None, None)
         runs = tuple((None, lo, hi) for lo, hi in id_ranges(group.ids))
         table[key] = SourceEntry(key, group.label, size, mtime, sha, runs)
-    return table
+    return resolve_keys(table)
 
 
 def id_ranges(ids: Iterable[int]) -> list[tuple[int, int]]:

@@ -1,7 +1,9 @@
 """The source table of a local index (format 3): which chunks each source file holds.
 
-A *source* is a file that was indexed, named by its absolute path (a document given without
-a file, by its id; standard input, by the hash of its text, so each piped text stays). For each
+A *source* is a file that was indexed, named by its resolved path (``os.path.realpath``: a
+folder reached through a link, macOS's ``/tmp`` → ``/private/tmp`` or a symlinked home name the
+same source as the path they point to, so a source is never held twice); a document given without
+a file, by its id; standard input, by the hash of its text, so each piped text stays. For each
 source the table keeps its size and modification time (so ``index sync`` reads only files
 whose size or time changed), the sha256 of what was read from it (so a touched but unchanged
 file is left alone), and per document the sha256 of its text and the range of chunk ids its
@@ -9,6 +11,8 @@ chunks hold (so a renamed or copied file re-uses its vectors instead of being em
 
 The table is ``sources.json`` in every format-3 generation; indexes written before it existed
 get one built from their chunk records on their first write (see :func:`table_from_records`).
+A table read back has its keys resolved again (:func:`resolve_keys`): an index written with
+unresolved paths, or whose folders have since become links, keeps matching its files.
 """
 
 from __future__ import annotations
@@ -23,12 +27,13 @@ from functools import cached_property
 from typing import Any
 
 from ..errors import LocalIndexError
-from ..fileio import STDIN_LABEL
+from ..fileio import STDIN_LABEL, RealPaths
 from .corpus import SourceDocument
 from .manifest import parse_strict_json
 
 __all__ = ["SourceEntry", "source_key", "text_hash", "content_hash", "hash_document", "group_by_source", "file_state",
-           "encode_table", "encode_row", "write_table", "decode_table", "table_from_records", "is_under", "matching_sources"]
+           "encode_table", "encode_row", "write_table", "decode_table", "table_from_records", "is_under", "matching_sources",
+           "resolve_keys", "one_file_per_source"]
 
 _TABLE_FORMAT = "meteora-edge-sources"
 
@@ -38,7 +43,7 @@ class SourceEntry:
     """One tracked source.
 
     Attributes:
-        key: the absolute path of the file (``id:SOURCE_ID`` for a document without a file,
+        key: the resolved absolute path of the file (``id:SOURCE_ID`` for a document without a file,
             ``stdin:SHA256`` for standard input).
         label: the file as the chunk records name it (the path as given).
         size, mtime_ns: the file's size and modification time when it was read (``None`` when unknown).
@@ -73,13 +78,44 @@ def text_hash(text: str) -> str:
     return hashlib.sha256(text.encode(errors="surrogatepass")).hexdigest()
 
 
-def source_key(document: SourceDocument) -> str:
-    """The key that tracks ``document``'s source (see :class:`SourceEntry`)."""
+def source_key(document: SourceDocument, real: RealPaths | None = None) -> str:
+    """The key that tracks ``document``'s source (see :class:`SourceEntry`); ``real`` resolves paths
+    (one :class:`~meteora_edge.fileio.RealPaths` for many documents resolves each folder once)."""
     if document.file == STDIN_LABEL:
         return f"stdin:{text_hash(document.text)}"
     if document.file is None:
         return f"id:{document.source_id}"
-    return os.path.abspath(document.file)
+    return real(document.file) if real is not None else os.path.realpath(document.file)
+
+
+def one_file_per_source(documents: Iterable[SourceDocument]) -> list[SourceDocument]:
+    """``documents`` less those of a second file that resolves to a source already read (a link to a
+    file beside it, the same folder given twice through a link): each source is read once."""
+    first: dict[str, str | None] = {}
+    out = []
+    real = RealPaths()
+    for document in documents:
+        if first.setdefault(source_key(document, real), document.file) == document.file:
+            out.append(document)
+    return out
+
+
+def resolve_keys(table: dict[str, SourceEntry]) -> dict[str, SourceEntry]:
+    """``table`` with each path key resolved as :func:`source_key` resolves it now (each folder resolved
+    once). Entries whose keys resolve to one path are merged into one whose size, time and hash are
+    unknown, so the next ``index sync`` of that file reads it again and replaces all of their chunks."""
+    resolve = RealPaths()
+    out: dict[str, SourceEntry] = {}
+    for key, entry in table.items():
+        real = resolve(key) if os.path.isabs(key) else key
+        if real != key:
+            entry = SourceEntry(real, entry.label, entry.size, entry.mtime_ns, entry.sha256, entry.documents)
+        held = out.get(real)
+        if held is not None:
+            entry = SourceEntry(real, held.label, None, None, None,
+                                tuple(sorted(held.documents + entry.documents, key=lambda d: d[1])))
+        out[real] = entry
+    return out
 
 
 def content_hash(documents: Sequence[SourceDocument]) -> str:
@@ -100,8 +136,9 @@ def hash_document(digest: Any, document: SourceDocument) -> None:
 def group_by_source(documents: Iterable[SourceDocument]) -> dict[str, list[SourceDocument]]:
     """The documents by source key, sources and documents in their order."""
     groups: dict[str, list[SourceDocument]] = {}
+    real = RealPaths()
     for document in documents:
-        groups.setdefault(source_key(document), []).append(document)
+        groups.setdefault(source_key(document, real), []).append(document)
     return groups
 
 
@@ -176,7 +213,7 @@ def decode_table(raw: bytes, where: str, *, count: int) -> dict[str, SourceEntry
         table[entry.key] = entry
     if seen > count:
         raise bad
-    return table
+    return resolve_keys(table)
 
 
 def table_from_records(records: Iterable[dict[str, Any]]) -> dict[str, SourceEntry]:
@@ -198,8 +235,8 @@ def table_from_records(records: Iterable[dict[str, Any]]) -> dict[str, SourceEnt
             last[2] += 1
         else:
             documents.append([None, record["id"], record["id"] + 1, record["source"]])
-    return {key: SourceEntry(key, label, None, None, None, tuple((h, lo, hi) for h, lo, hi, _ in documents))
-            for key, (label, documents) in ranges.items()}
+    return resolve_keys({key: SourceEntry(key, label, None, None, None, tuple((h, lo, hi) for h, lo, hi, _ in documents))
+                         for key, (label, documents) in ranges.items()})
 
 
 def is_under(key: str, root: str) -> bool:
@@ -208,6 +245,8 @@ def is_under(key: str, root: str) -> bool:
 
 
 def matching_sources(table: dict[str, SourceEntry], name: str) -> set[str]:
-    """The keys ``name`` names: a key, a record label, a path (absolute or relative), or a folder holding sources."""
-    path = os.path.abspath(name)
-    return {key for key, entry in table.items() if key == name or entry.label == name or is_under(key, path)}
+    """The keys ``name`` names: a key, a record label, a path (absolute or relative, through links or not),
+    or a folder holding sources."""
+    paths = {os.path.abspath(name), os.path.realpath(name)}
+    return {key for key, entry in table.items()
+            if key == name or entry.label == name or any(is_under(key, path) for path in paths)}

@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import LocalIndexError
+from ..fileio import RealPaths
 from .corpus import SourceDocument
 from .sources import SourceEntry, encode_row, file_state, hash_document, source_key, text_hash, write_table
 from .vector_spool import Spool, spool_file
@@ -52,10 +53,11 @@ class TableSpool(Spool):
         self._offsets, self._sizes = array("q"), array("q")
         self._spilled = 0
         self._open: _Source | None = None
+        self._real = RealPaths()
 
     def add(self, document: SourceDocument, first: int, end: int) -> None:
         """The next document, which made chunks ``first`` to ``end`` (exclusive)."""
-        key = source_key(document)
+        key = source_key(document, self._real)
         if self._open is None or self._open.key != key:
             self._finish()
             self._open = _Source(key, document)

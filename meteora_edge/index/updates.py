@@ -39,7 +39,7 @@ from .generations import GenerationWriter, new_generation
 from .manifest import ANN_FILE, DELETED_FILE, INDEX_FORMAT_VERSION, REQUIRED_FILES, SOURCES_FILE, utc_now
 from .segments import needs_compaction
 from .sources import (SourceEntry, content_hash, encode_table, file_state, group_by_source, is_under,
-                      matching_sources, text_hash)
+                      matching_sources, one_file_per_source, text_hash)
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -119,7 +119,7 @@ def plan_add(base: IndexVersion, documents: Sequence[SourceDocument], *, allow_d
     document is appended to its source, nothing is left out or replaced."""
     plan = UpdatePlan("add", append=allow_duplicates)
     known = {h for entry in base.sources.values() for h, _, _ in entry.documents if h}
-    for key, docs in group_by_source(documents).items():
+    for key, docs in group_by_source(one_file_per_source(documents)).items():
         entry = base.sources.get(key)
         if allow_duplicates:
             plan.add.append(addition(key, docs))
@@ -156,10 +156,12 @@ def plan_remove(table: dict[str, SourceEntry], names: Sequence[str], where: str)
 
 
 def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[str]], *, strict: bool,
-              follow_links: bool, on_skip: Callable[..., Any] | None, choice: FileChoice | None = None) -> UpdatePlan:
-    """``index sync``: read the files under ``paths`` whose size or time differ from ``table``; add the new
-    ones, replace the changed ones, touch the ones that read the same, and remove the sources under
-    ``paths`` whose file is gone or holds no usable text. Sources outside ``paths`` stay.
+              follow_links: bool, on_skip: Callable[..., Any] | None, choice: FileChoice | None = None,
+              checksum: bool = False) -> UpdatePlan:
+    """``index sync``: read the files under ``paths`` whose size or time differ from ``table`` (every file
+    with ``checksum``: an edit that kept both is found by the hash of what it reads); add the new ones,
+    replace the changed ones, touch the ones that read the same under a new size or time, and remove the
+    sources under ``paths`` whose file is gone or holds no usable text. Sources outside ``paths`` stay.
 
     Raises:
         InputError: a named path is missing, or a file cannot be read with ``strict``.
@@ -168,20 +170,22 @@ def plan_sync(table: dict[str, SourceEntry], paths: Sequence[str | os.PathLike[s
 
     def unchanged(key: str, state: tuple[int, int]) -> bool:
         entry = table.get(key)
-        return entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
+        return not checksum and entry is not None and entry.sha256 is not None and (entry.size, entry.mtime_ns) == state
 
     documents, listed, states = read_changed(paths, unchanged=unchanged, strict=strict, on_skip=on_skip,
                                              follow_links=follow_links, choice=choice)
     out = UpdatePlan("sync")
-    for key, docs in group_by_source(documents).items():
+    for key, docs in group_by_source(one_file_per_source(documents)).items():
         entry = table.get(key)
         if entry is not None and entry.sha256 == content_hash(docs):
-            out.touch[key] = states.get(key, (None, None))
+            state = states.get(key, (None, None))
+            if state != (entry.size, entry.mtime_ns):
+                out.touch[key] = state
             continue
         if entry is not None:
             out.remove.add(key)
         out.add.append(addition(key, docs, states.get(key)))
-    scope = [os.path.abspath(p) for p in paths if os.fspath(p) != "-"]
+    scope = [os.path.realpath(p) for p in paths if os.fspath(p) != "-"]
     for key in table:
         if key not in listed and any(is_under(key, root) for root in scope):
             out.remove.add(key)

@@ -198,8 +198,10 @@ def _errors(*statuses: int) -> dict[str, Any]:
             413: "The body is over --max-body-mb.", 415: "The body was not sent as application/json.",
             421: "The Host header does not name the loopback address the server listens on.",
             500: "A model or the index failed; the message says what.",
-            503: "Busy: --workers selections run and --queue more wait, or --max-connections are open. "
-                 "Retry after the Retry-After seconds."}
+            503: "Busy: --workers selections run and --queue more wait, or --max-connections are open; or the "
+                 "request waited --request-timeout for a worker, or the server is shutting down. "
+                 "Retry after the Retry-After seconds.",
+            504: "The selection ran past --request-timeout and was stopped."}
     error = {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}
     out = {str(s): {"description": what[s], "content": error} for s in statuses}
     if 503 in statuses:
@@ -234,7 +236,7 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
             "example": {"query": "who may terminate?",
                         "chunks": ["Either party may terminate.", "Fees are monthly."]}}}},
         "responses": {"200": {"description": "select's JSON object", "content": {"application/json": {
-            "schema": {"$ref": "#/components/schemas/Selection"}}}}, **_errors(*common, 413, 415)},
+            "schema": {"$ref": "#/components/schemas/Selection"}}}}, **_errors(*common, 413, 415, 504)},
     }}
     rerank = {"post": {
         "summary": "Rerank documents for a query (the Jina / Cohere shape): the selected passages first",
@@ -244,7 +246,7 @@ def openapi_document(version: str = "0", *, token: bool = False) -> dict[str, An
                         "documents": ["Either party may terminate.", "Fees are monthly."]}}}},
         "responses": {"200": {"description": "One result per document that top_n allows, best first", "content": {
             "application/json": {"schema": {"$ref": "#/components/schemas/RerankAnswer"}}}},
-            **_errors(*common, 413, 415)},
+            **_errors(*common, 413, 415, 504)},
     }}
     name = [{"name": "name", "in": "query", "required": False, "schema": {"type": "string"},
              "description": "An index's name; the first index when absent."}]

@@ -20,7 +20,12 @@ server through DNS rebinding); ``Content-Type: application/json`` on POST (so a 
 send a cross-site form post); a body of at most ``max_body_bytes`` (more → 413) that arrives
 within ``body_timeout`` seconds (else 408); then at most ``workers + queue`` admitted selections
 at once (more → 503 with ``Retry-After``). Selections run in a thread pool of ``workers``
-threads over the shared models. Connections have their own deadlines and limit (see
+threads over the shared models, each under a deadline of ``request_timeout`` seconds from the
+moment its body arrived: the work checks it between phases and batches and stops there (504;
+503 when it never got a worker in that time). After a SIGINT/SIGTERM, running selections get
+``shutdown_timeout`` seconds less one to finish; then the server's stop is set, which the same
+checks see: what still runs ends with a JSON 503 (one log line each), so the process exits
+within ``shutdown_timeout`` and a moment, never waiting for the work to end on its own. Connections have their own deadlines and limit (see
 :mod:`.http_connections`): headers within ``header_timeout``, ``keep_alive`` seconds idle
 between requests, at most ``max_connections`` at once (more → a JSON 503).
 """
@@ -38,7 +43,8 @@ import threading
 from collections.abc import Callable
 from typing import Any
 
-from ..errors import InputError, MeteoraError, MissingExtraError
+from ..errors import Cancelled, InputError, MeteoraError, MissingExtraError
+from ..pipeline.deadline import Deadline
 from .service import SelectService, error_status, json_line, one_line
 
 try:
@@ -56,6 +62,7 @@ except ImportError as exc:  # pragma: no cover - exercised without the extra
 from .api_page import page_routes
 from .api_schema import openapi_document, package_version
 from .http_connections import guarded_protocol
+from .http_shutdown import StoppingServer
 from .http_middleware import JsonCORS, RequestLog, check_origins
 from .rerank_api import RERANK_PATHS, rerank, rerank_model_name
 
@@ -78,6 +85,8 @@ class ServerLimits:
         body_timeout: seconds a request has to send its whole body once its headers came.
         keep_alive: seconds an idle connection stays open after an answer.
         max_connections: open connections at once; more are answered 503.
+        request_timeout: seconds a selection may take from the moment its body arrived, waiting
+            for a worker included (None: no deadline).
 
     Raises:
         InputError: a value that is not a whole number (counts) or a positive number (seconds).
@@ -85,23 +94,24 @@ class ServerLimits:
 
     def __init__(self, *, workers: int = 2, queue: int = 32, max_body_bytes: int = 16 * 2**20,
                  header_timeout: float = 10.0, body_timeout: float = 30.0, keep_alive: float = 5.0,
-                 max_connections: int = 256) -> None:
+                 max_connections: int = 256, request_timeout: float | None = 60.0) -> None:
         for name, value in (("workers", workers), ("queue", queue), ("max_body_bytes", max_body_bytes),
                             ("max_connections", max_connections)):
             if not isinstance(value, int) or isinstance(value, bool) or value < (0 if name == "queue" else 1):
                 raise InputError(f"{name} must be a whole number >= {0 if name == 'queue' else 1}, got {value!r}")
-        for name, value in (("header_timeout", header_timeout), ("body_timeout", body_timeout),
-                            ("keep_alive", keep_alive)):
+        timeouts = [("header_timeout", header_timeout), ("body_timeout", body_timeout), ("keep_alive", keep_alive)]
+        for name, value in timeouts + ([("request_timeout", request_timeout)] if request_timeout is not None else []):
             if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0 < value <= 3600:
                 raise InputError(f"{name} must be a number of seconds in (0, 3600], got {value!r}")
         self.workers, self.queue, self.max_body_bytes = workers, queue, max_body_bytes
         self.header_timeout, self.body_timeout, self.keep_alive = header_timeout, body_timeout, keep_alive
-        self.max_connections = max_connections
+        self.max_connections, self.request_timeout = max_connections, request_timeout
 
-    def to_dict(self) -> dict[str, int | float]:
+    def to_dict(self) -> dict[str, int | float | None]:
         return {"workers": self.workers, "queue": self.queue, "max_body_bytes": self.max_body_bytes,
                 "header_timeout": self.header_timeout, "body_timeout": self.body_timeout,
-                "keep_alive": self.keep_alive, "max_connections": self.max_connections}
+                "keep_alive": self.keep_alive, "max_connections": self.max_connections,
+                "request_timeout": self.request_timeout}
 
 
 def is_loopback(host: str) -> bool:
@@ -224,7 +234,8 @@ def models_listing(service: SelectService) -> dict[str, Any]:
 
 
 def create_app(service: SelectService, *, limits: ServerLimits | None = None, token: str | None = None,
-               loopback: bool = True, cors_origins: tuple[str, ...] | list[str] = ()) -> Starlette:
+               loopback: bool = True, cors_origins: tuple[str, ...] | list[str] = (),
+               stop: threading.Event | None = None) -> Starlette:
     """The ASGI application over one :class:`SelectService`.
 
     Args:
@@ -233,6 +244,7 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
         token: when set, every request must send ``Authorization: Bearer <token>``.
         loopback: the server listens on a loopback address (then ``Host`` must name it).
         cors_origins: web origins allowed to call the server from a browser (none: CORS off).
+        stop: set when the server is stopping; running and waiting selections then end with a 503.
 
     Returns:
         A Starlette application.
@@ -246,6 +258,32 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
     workers = anyio.CapacityLimiter(limits.workers)
     state = {"active": 0}
     answers = {"/v1/select": service.select, **{path: functools.partial(rerank, service) for path in RERANK_PATHS}}
+    stop = stop if stop is not None else threading.Event()
+
+    async def run_work(request: Request, work: Callable[..., Any], *args: Any) -> Response:
+        """Run ``work(*args, check=deadline)`` on a worker under the request's deadline and the server's stop;
+        the JSON answer, or one JSON error (and one log line for a request that was stopped)."""
+        deadline = Deadline(timeout=limits.request_timeout, stop=stop, name="--request-timeout")
+
+        def started() -> Any:
+            deadline.start()
+            return work(*args, check=deadline)
+
+        try:
+            data = await anyio.to_thread.run_sync(started, limiter=workers, abandon_on_cancel=True)
+        except Cancelled as exc:
+            logger.warning("request %s stopped (%s): %s", _request_id(request), exc.reason, one_line(exc))
+            return _error(error_status(exc), one_line(exc), {"Retry-After": "1"} if exc.reason != "deadline" else None)
+        except anyio.get_cancelled_exc_class():
+            # the shutdown timeout passed while this request's work had not reached a check: it is left to
+            # stop at its next one (the stop is set) and the client still gets its answer in JSON
+            stop.set()
+            logger.warning("request %s stopped (shutdown): the shutdown timeout passed", _request_id(request))
+            return _error(503, "the server is shutting down; send the request again once it is back",
+                          {"Retry-After": "1", "Connection": "close"})
+        except Exception as exc:  # every failure is one line; unexpected ones are logged in full
+            return _failure(exc)
+        return _json(data)
 
     async def select(request: Request) -> Response:
         if request.headers.get("content-type", "").split(";")[0].strip().lower() != "application/json":
@@ -266,12 +304,9 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
                                f"{limits.workers}, --queue {limits.queue}); retry later", {"Retry-After": "1"})
         state["active"] += 1
         try:
-            data = await anyio.to_thread.run_sync(answers[request.scope["route"].path], body, limiter=workers)
-        except Exception as exc:  # every failure is one line; unexpected ones are logged in full
-            return _failure(exc)
+            return await run_work(request, answers[request.scope["route"].path], body)
         finally:
             state["active"] -= 1
-        return _json(data)
 
     async def index(request: Request) -> Response:
         name = request.query_params.get("name")
@@ -317,6 +352,10 @@ def create_app(service: SelectService, *, limits: ServerLimits | None = None, to
                            expose_headers=["X-Request-Id", "Retry-After"], max_age=600)
     app.add_middleware(RequestLog)
     return app
+
+
+def _request_id(request: Request) -> str:
+    return str(request.scope.get("state", {}).get("request_id", "-"))
 
 
 def _failure(exc: Exception) -> Response:
@@ -385,9 +424,11 @@ def serve_http(
     """
     check_bind(host, token)
     limits = limits or ServerLimits()
-    app = create_app(service, limits=limits, token=token, loopback=is_loopback(host), cors_origins=cors_origins)
+    stop = threading.Event()
+    app = create_app(service, limits=limits, token=token, loopback=is_loopback(host), cors_origins=cors_origins,
+                     stop=stop)
     sock = _listening_socket(host, port)
-    server = uvicorn.Server(server_config(app, limits, shutdown_timeout=shutdown_timeout))
+    server = StoppingServer(server_config(app, limits, shutdown_timeout=shutdown_timeout), stop)
     bound = sock.getsockname()
     shown = f"[{bound[0]}]" if sock.family == socket.AF_INET6 else bound[0]
     if on_ready is not None:
@@ -399,6 +440,8 @@ def serve_http(
     try:
         server.run(sockets=[sock])
     finally:
+        if server.timer is not None:
+            server.timer.cancel()
         for sig, handler in previous.items():
             signal.signal(sig, handler)
         sock.close()

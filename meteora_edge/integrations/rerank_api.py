@@ -34,7 +34,7 @@ Example:
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -135,12 +135,15 @@ def _checked(data: Any) -> tuple[str | None, str, list[str], int | None, bool, d
     return model, query, texts, top_n, bool(give), dict(options)
 
 
-def rerank(service: Any, body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+def rerank(service: Any, body: bytes | str | Mapping[str, Any], *, check: Callable[[], None] | None = None
+           ) -> dict[str, Any]:
     """Answer one rerank body with the server's selection (see the module doc).
 
     Args:
         service: the server's :class:`~meteora_edge.integrations.service.SelectService`.
         body: the raw JSON (bytes or text) or an already parsed object.
+        check: the request's deadline, as :meth:`SelectService.select
+            <meteora_edge.integrations.service.SelectService.select>` takes it.
 
     Returns:
         ``{"model", "results": [{"index", "relevance_score", "document"?, "meteora_edge"}], "meteora_edge"}``.
@@ -162,7 +165,7 @@ def rerank(service: Any, body: bytes | str | Mapping[str, Any]) -> dict[str, Any
     if usable:
         request = request_from_json({**options, "query": query, "chunks": [texts[i] for i in usable],
                                      "detail": "full"})
-        data = service.run(request)
+        data = service.run(request, check=check)
         for passage in data["passages"]:
             position = usable[passage["id"]]
             selected.append((position, float(passage["score"])))

@@ -32,6 +32,7 @@ from typing import Any
 
 from ..documents import check_unicode
 from ..errors import InputError
+from ..fileio import DuplicateKeyError, loads_json
 from ..pipeline.request import REQUEST_KEYS, SETTING_KEYS, SelectRequest, request_from_json
 from .api_schema import request_json_schema
 
@@ -46,13 +47,15 @@ def read_json_body(body: bytes | str) -> Any:
     """Parse a request body as strict JSON (no NaN/Infinity, valid Unicode), or raise a one-line InputError."""
     try:
         text = body.decode("utf-8") if isinstance(body, (bytes, bytearray)) else body
-        data = json.loads(text, parse_constant=_reject_constant)
+        data = loads_json(text, parse_constant=_reject_constant)
     except UnicodeDecodeError:
         raise InputError("the body is not UTF-8 text; send JSON") from None
     except json.JSONDecodeError as exc:
         raise InputError(f"malformed JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
     except RecursionError:
         raise InputError("the JSON is nested too deeply") from None
+    except DuplicateKeyError as exc:
+        raise InputError(f"the body is ambiguous: {exc}") from None
     except InputError:
         raise
     except ValueError:  # int() refuses an integer longer than sys.get_int_max_str_digits()

@@ -20,13 +20,14 @@ import logging
 import os
 import platform
 import threading
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-from ..errors import ConfigError, InputError, LocalIndexError, MeteoraError
+from ..errors import Cancelled, ConfigError, InputError, LocalIndexError, MeteoraError
+from ..fileio import escape_line_separators
 from ..index.corpus_index import CorpusIndex, open_index
 from ..models.encoders import EncoderLike, encoder_id
 from ..pipeline.budget import TokenCounter
@@ -49,8 +50,9 @@ def one_line(exc: BaseException) -> str:
 
 
 def json_line(data: Any) -> bytes:
-    """One JSON object as a UTF-8 line (text that cannot be UTF-8, a lone surrogate, is escaped)."""
-    text = json.dumps(data, ensure_ascii=False)
+    """One JSON object as a UTF-8 line (text that cannot be UTF-8, a lone surrogate, is escaped, and so
+    are U+2028/U+2029: see :func:`~meteora_edge.fileio.escape_line_separators`)."""
+    text = escape_line_separators(json.dumps(data, ensure_ascii=False))
     try:
         return (text + "\n").encode("utf-8")
     except UnicodeEncodeError:
@@ -58,9 +60,12 @@ def json_line(data: Any) -> bytes:
 
 
 def error_status(exc: BaseException) -> int:
-    """The HTTP status for an error: 400 for the caller's mistakes, 503 for memory, else 500."""
+    """The HTTP status for an error: 400 for the caller's mistakes, 504 for work stopped at its deadline,
+    503 for memory, a request that waited past its deadline or a server that is stopping, else 500."""
     if isinstance(exc, (InputError, ConfigError)):
         return 400
+    if isinstance(exc, Cancelled):
+        return 504 if exc.reason == "deadline" else 503
     if isinstance(exc, MemoryError):
         return 503
     return 500
@@ -243,21 +248,28 @@ class SelectService:
             raise InputError(f"no index named {name!r} on this server; it has {', '.join(map(repr, self.indexes))}")
         return found
 
-    def select(self, body: bytes | str | Mapping[str, Any]) -> dict[str, Any]:
+    def select(self, body: bytes | str | Mapping[str, Any], *, check: Callable[[], None] | None = None
+               ) -> dict[str, Any]:
         """Answer one ``/v1/select`` body with ``select``'s JSON object.
+
+        Args:
+            body: the request (see :func:`parse_select_request`).
+            check: called between the pipeline's phases and batches (a
+                :class:`~meteora_edge.pipeline.deadline.Deadline`); what it raises stops the work.
 
         Raises:
             InputError, ConfigError: a bad request (see :func:`parse_select_request`).
             ModelError, LocalIndexError: a model or the index failed while running.
+            Cancelled: ``check`` stopped it (its deadline passed, or the server is stopping).
         """
-        return self.run(parse_select_request(body))
+        return self.run(parse_select_request(body), check=check)
 
-    def run(self, request: SelectRequest) -> dict[str, Any]:
+    def run(self, request: SelectRequest, *, check: Callable[[], None] | None = None) -> dict[str, Any]:
         """Run a checked request through the runtime and return the JSON object."""
         self.runtime.roles(request)  # a role without the GGUF model is refused before the index is looked up
         if request.uses_index:
             request = replace(request, index=self.slot(request.index).current())
-        return self.runtime.run(request)
+        return self.runtime.run(request, check=check)
 
     def index_info(self, name: str | None = None) -> dict[str, Any]:
         """``index info`` of one served index (the first when ``name`` is None), with its ``name``.

@@ -34,7 +34,8 @@ import logging
 from collections.abc import Mapping
 from typing import Any, BinaryIO
 
-from ..errors import ConfigError, InputError, MeteoraError
+from ..errors import Cancelled, ConfigError, InputError, MeteoraError
+from ..pipeline.deadline import Deadline
 from .select_request import read_json_body
 from .service import SelectService, json_line, one_line
 
@@ -45,7 +46,7 @@ logger = logging.getLogger(__name__)
 
 _READ = 1 << 16
 PARSE_ERROR, INVALID_REQUEST, METHOD_NOT_FOUND, INVALID_PARAMS, INTERNAL_ERROR = -32700, -32600, -32601, -32602, -32603
-SERVER_ERROR = -32000  # a model or an index failed while answering a good request
+SERVER_ERROR = -32000  # a model or an index failed while answering a good request, or it ran past its deadline
 METHODS = ("select",)
 _NO_ID = object()  # a bare request without "id", or a JSON-RPC notification
 
@@ -56,10 +57,15 @@ class _Failed(Exception):
         self.code = code
 
 
-def _select(service: SelectService, body: Mapping[str, Any]) -> dict[str, Any]:
+def _select(service: SelectService, body: Mapping[str, Any], timeout: float | None) -> dict[str, Any]:
     """select's JSON for one body, or :class:`_Failed` with the JSON-RPC code and one line."""
+    deadline = Deadline(timeout=timeout, name="--request-timeout")
     try:
-        return service.select(body)
+        deadline.start()  # requests are answered one at a time: none waits for a worker
+        return service.select(body, check=deadline)
+    except Cancelled as exc:
+        logger.warning("request stopped (%s): %s", exc.reason, one_line(exc))
+        raise _Failed(SERVER_ERROR, one_line(exc)) from None
     except (InputError, ConfigError) as exc:
         raise _Failed(INVALID_PARAMS, one_line(exc)) from None
     except MeteoraError as exc:
@@ -79,7 +85,7 @@ def _check_id(value: Any, *, allow_null: bool) -> Any:
     raise _Failed(INVALID_REQUEST, f"'id' must be a string or an integer, got {type(value).__name__}")
 
 
-def _rpc(service: SelectService, data: Mapping[str, Any]) -> dict[str, Any] | None:
+def _rpc(service: SelectService, data: Mapping[str, Any], timeout: float | None) -> dict[str, Any] | None:
     """The answer to one JSON-RPC 2.0 request (None for a notification)."""
     request_id = data.get("id", _NO_ID)
     if request_id is not _NO_ID:
@@ -101,7 +107,7 @@ def _rpc(service: SelectService, data: Mapping[str, Any]) -> dict[str, Any] | No
             raise _Failed(INVALID_PARAMS, f"'params' must be the request object, got {type(params).__name__}")
         if request_id is _NO_ID:
             return None  # a notification: JSON-RPC answers nothing, and a selection nobody reads is not run
-        return {"jsonrpc": "2.0", "id": request_id, "result": _select(service, params)}
+        return {"jsonrpc": "2.0", "id": request_id, "result": _select(service, params, timeout)}
     except _Failed as exc:
         if request_id is _NO_ID:
             return None
@@ -112,7 +118,7 @@ def _rpc_error(request_id: Any, code: int, message: str) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "error": {"code": code, "message": message}}
 
 
-def _bare(service: SelectService, data: Mapping[str, Any]) -> dict[str, Any]:
+def _bare(service: SelectService, data: Mapping[str, Any], timeout: float | None) -> dict[str, Any]:
     """The answer to one bare body, with its ``id`` first when it has one."""
     body = dict(data)
     request_id = body.pop("id", _NO_ID)
@@ -120,12 +126,12 @@ def _bare(service: SelectService, data: Mapping[str, Any]) -> dict[str, Any]:
     try:
         if request_id is not _NO_ID:
             echo = {"id": _check_id(request_id, allow_null=False)}
-        return {**echo, **_select(service, body)}
+        return {**echo, **_select(service, body, timeout)}
     except _Failed as exc:
         return {**echo, "error": str(exc)}
 
 
-def _answer(service: SelectService, line: bytes) -> dict[str, Any] | None:
+def _answer(service: SelectService, line: bytes, timeout: float | None) -> dict[str, Any] | None:
     try:
         data = read_json_body(line)
     except InputError as exc:
@@ -133,12 +139,12 @@ def _answer(service: SelectService, line: bytes) -> dict[str, Any] | None:
             return _rpc_error(None, PARSE_ERROR, one_line(exc))
         return {"error": one_line(exc)}
     if isinstance(data, Mapping) and "jsonrpc" in data:
-        return _rpc(service, data)
+        return _rpc(service, data, timeout)
     if isinstance(data, list) and any(isinstance(item, Mapping) and "jsonrpc" in item for item in data):
         return _rpc_error(None, INVALID_REQUEST, "batches are not supported; send one request a line")
     if not isinstance(data, Mapping):
         return {"error": f"the body must be a JSON object, got {type(data).__name__}"}
-    return _bare(service, data)
+    return _bare(service, data, timeout)
 
 
 def _skip_rest_of_line(stdin: BinaryIO) -> None:
@@ -148,7 +154,8 @@ def _skip_rest_of_line(stdin: BinaryIO) -> None:
             return
 
 
-def serve_stdio(service: SelectService, stdin: BinaryIO, stdout: BinaryIO, *, max_line_bytes: int = 16 * 2**20) -> int:
+def serve_stdio(service: SelectService, stdin: BinaryIO, stdout: BinaryIO, *, max_line_bytes: int = 16 * 2**20,
+                request_timeout: float | None = None) -> int:
     """Answer request lines until end of input.
 
     Args:
@@ -156,6 +163,8 @@ def serve_stdio(service: SelectService, stdin: BinaryIO, stdout: BinaryIO, *, ma
         stdin: binary input, one JSON request per line.
         stdout: binary output; each answer is written and flushed as one line.
         max_line_bytes: a longer line is skipped and answered with an error (its id cannot be read).
+        request_timeout: seconds each request's work may take; then it stops at its next check and the
+            answer is an error (code -32000). None: no deadline.
 
     Returns:
         The number of answers written.
@@ -176,7 +185,7 @@ def serve_stdio(service: SelectService, stdin: BinaryIO, stdout: BinaryIO, *, ma
         elif not line.strip():
             continue
         else:
-            data = _answer(service, line)
+            data = _answer(service, line, request_timeout)
         if data is None:
             continue
         stdout.write(json_line(data))

@@ -6,10 +6,12 @@ Anything with ``.encode(list[str])`` or a plain callable ``f(list[str])`` is an 
 
 from __future__ import annotations
 
+import functools
 import hashlib
+import inspect
 import re
 from collections.abc import Callable, Sequence
-from typing import Protocol, Union, runtime_checkable
+from typing import Any, Protocol, Union, runtime_checkable
 
 import numpy as np
 
@@ -33,6 +35,9 @@ class Encoder(Protocol):
 
 
 EncoderLike = Union[Encoder, Callable[[list[str]], "np.ndarray"]]
+
+
+_CHECK_EVERY = 16  # texts the hashing encoder embeds between two checks
 
 
 class HashingEncoder:
@@ -65,9 +70,11 @@ class HashingEncoder:
     def identity(self) -> str:
         return f"hashing:{self.n_features}"
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], *, check: Callable[[], None] | None = None) -> np.ndarray:
         out = np.zeros((len(texts), self.n_features), dtype=np.float32)
         for row, text in enumerate(texts):
+            if check is not None and row % _CHECK_EVERY == 0:
+                check()
             for token in _TOKEN.findall(text.lower()):
                 h = int.from_bytes(hashlib.blake2b(token.encode("utf-8"), digest_size=8).digest(), "big")
                 out[row, h % self.n_features] += -1.0 if h >> 63 else 1.0
@@ -95,12 +102,28 @@ def cosine_tau(encoder: object) -> float:
     return DEFAULT_COSINE_TAU
 
 
-def embed(encoder: EncoderLike, texts: Sequence[str]) -> np.ndarray:
+def _takes_check(kind: type) -> bool:
+    method = getattr(kind, "encode", None)
+    return method is not None and _accepts_check(method)
+
+
+@functools.lru_cache(maxsize=64)
+def _accepts_check(method: Callable[..., Any]) -> bool:
+    try:
+        return "check" in inspect.signature(method).parameters
+    except (TypeError, ValueError):
+        return False
+
+
+def embed(encoder: EncoderLike, texts: Sequence[str], *, check: Callable[[], None] | None = None) -> np.ndarray:
     """Embed ``texts`` with any encoder-like object and check the result.
 
     Args:
         encoder: an object with ``.encode(list[str])`` or a callable taking ``list[str]``.
         texts: the texts.
+        check: called before the work and, by an encoder whose ``encode`` takes ``check`` (the ONNX and
+            hashing encoders), between its batches; it stops the work by raising (see
+            :class:`~meteora_edge.pipeline.deadline.Deadline`).
 
     Returns:
         A float32 array of shape ``(len(texts), dim)``.
@@ -110,7 +133,11 @@ def embed(encoder: EncoderLike, texts: Sequence[str]) -> np.ndarray:
         ModelError: the encoder returned something that is not a finite ``(n, dim)`` matrix.
     """
     batch = list(texts)
-    if hasattr(encoder, "encode"):
+    if check is not None:
+        check()
+    if check is not None and _takes_check(type(encoder)):
+        raw = encoder.encode(batch, check=check)  # type: ignore[call-arg]
+    elif hasattr(encoder, "encode"):
         raw = encoder.encode(batch)
     elif callable(encoder):
         raw = encoder(batch)

@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import os
 import threading
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -342,11 +342,13 @@ class OnnxEncoder(PieceVectors):
         self._load()
         return tuple(i.name for i in self._session.get_inputs())
 
-    def encode(self, texts: list[str]) -> np.ndarray:
+    def encode(self, texts: list[str], *, check: Callable[[], None] | None = None) -> np.ndarray:
         """Embed ``texts`` into a float32 ``(len(texts), dimension)`` array, in input order.
 
         With a cache, texts seen before are read from it and only the others are run (and
-        then stored); the vectors are the ones the model produced, bit for bit.
+        then stored); the vectors are the ones the model produced, bit for bit. ``check`` is
+        called before each batch (the batches are the same with it or without); what it raises
+        stops the work there.
 
         Raises:
             ConfigError: an item is not a string.
@@ -356,19 +358,20 @@ class OnnxEncoder(PieceVectors):
         if not texts:
             return np.zeros((0, self.dimension), dtype=np.float32)
         if self.cache is None:
-            return self._encode(texts)
+            return self._encode(texts) if check is None else self._encode(texts, check)
         key = self.cache_key
         digests = [text_digest(t) for t in texts]
         found = self.cache.lookup(key, digests, dimension=self.dimension)
         todo = list({d: t for d, t in zip(digests, texts) if d not in found}.items())
         if todo:
-            computed = self._encode([t for _, t in todo])
+            fresh_texts = [t for _, t in todo]
+            computed = self._encode(fresh_texts) if check is None else self._encode(fresh_texts, check)
             fresh = {d: computed[row] for row, (d, _) in enumerate(todo)}
             self.cache.store(key, fresh)
             found.update(fresh)
         return np.stack([found[d] for d in digests]).astype(np.float32, copy=False)
 
-    def _encode(self, texts: list[str]) -> np.ndarray:
+    def _encode(self, texts: list[str], check: Callable[[], None] | None = None) -> np.ndarray:
         """Run the model on ``texts`` (non-empty strings list) in length-sorted batches."""
         self._load()
         encodings = tokenize_batch(self._tokenizer, texts)  # once: the lengths order the batches
@@ -386,6 +389,8 @@ class OnnxEncoder(PieceVectors):
 
         def work(k: int) -> None:  # session k runs batches k, k + n, ... (longest first: the shares even out)
             for rows in batches[k :: len(sessions)]:
+                if check is not None:
+                    check()
                 batch = [encodings[i] for i in rows]
                 hidden, mask = self._hidden(batch, sessions[k])
                 out[rows] = self._pooled(hidden, mask)

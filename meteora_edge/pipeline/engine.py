@@ -28,7 +28,7 @@ hits follow in BM25 order. ``PipelineResult.scores`` holds each passage's priori
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -175,6 +175,7 @@ class EvidencePipeline:
         passages: Sequence[object] | None = None,
         rationales: object | None = None,
         reject: Sequence[str] = (),
+        check: Callable[[], None] | None = None,
     ) -> PipelineResult:
         """Run every phase for ``query``.
 
@@ -186,6 +187,10 @@ class EvidencePipeline:
                 agreement"); they join the first rationale's flag instructions, so the LLM verifier
                 flags a chunk that matches one and the LLM rerank scores it down. Without an LLM role
                 they change nothing.
+            check: called between the phases, the encoder's batches, the per-rationale retrievals and the
+                LLM verifier's calls;
+                what it raises (:class:`~meteora_edge.errors.Cancelled` from a
+                :class:`~meteora_edge.pipeline.deadline.Deadline`) stops the run there.
 
         Returns:
             A :class:`PipelineResult`; its ``documents`` are the caller's objects (or the index records).
@@ -206,11 +211,16 @@ class EvidencePipeline:
                                             encoder_id(self.sparse_encoder)})
         if not isinstance(reject, (list, tuple)) or any(not isinstance(r, str) or not r.strip() for r in reject):
             raise InputError("reject must be a list of non-empty strings (rejection rules)")
-        run = _Run(self, query, trace, tuple(" ".join(r.split()) for r in reject))
+        run = _Run(self, query, trace, tuple(" ".join(r.split()) for r in reject), check)
+        run.check()
         run.candidates(passages)
+        run.check()
         run.selection(rationales)
+        run.check()
         run.verify()
+        run.check()
         run.fallback()
+        run.check()
         run.prioritise()
         return run.budget()
 
@@ -218,8 +228,10 @@ class EvidencePipeline:
 class _Run:
     """The state of one pipeline run; each method is one phase."""
 
-    def __init__(self, pipe: EvidencePipeline, query: str, trace: Trace, reject: tuple[str, ...] = ()) -> None:
+    def __init__(self, pipe: EvidencePipeline, query: str, trace: Trace, reject: tuple[str, ...] = (),
+                 check: Callable[[], None] | None = None) -> None:
         self.pipe, self.cfg, self.query, self.trace = pipe, pipe.config, query, trace
+        self._check = check
         self.reject = reject
         self.rules: tuple[str, ...] = reject
         self.texts: list[str] = []
@@ -242,6 +254,11 @@ class _Run:
         self._bm25: BM25Index | None = None
         self._long: bool | None = None  # see _long_candidates
         self._sparse: SparseIndex | None = None
+
+    def check(self) -> None:
+        """Stop here if the caller's check says so (see :meth:`EvidencePipeline.run`)."""
+        if self._check is not None:
+            self._check()
 
     def _phase(self, name: str, started: float, summary: str, **details: Any) -> None:
         self.trace.phases.append(PhaseRecord(name, (time.perf_counter() - started) * 1000, summary, details))
@@ -283,7 +300,7 @@ class _Run:
     def candidates(self, passages: Sequence[object] | None) -> None:
         t0 = time.perf_counter()
         cfg, pipe = self.cfg, self.pipe
-        self.query_vector = embed(pipe.encoder, [self.query])[0]
+        self.query_vector = embed(pipe.encoder, [self.query], check=self._check)[0]
         if passages is not None:
             texts = document_texts(passages)
             if len(texts) > cfg.max_candidates:
@@ -291,7 +308,8 @@ class _Run:
             long = next((i for i, t in enumerate(texts) if len(t) > cfg.max_chunk_chars), None)
             if long is not None:
                 raise InputError(f"passage {long} has {len(texts[long])} characters, over max_chunk_chars={cfg.max_chunk_chars}")
-            vectors = embed(pipe.encoder, texts) if texts else np.zeros((0, self.query_vector.shape[0]))
+            vectors = (embed(pipe.encoder, texts, check=self._check) if texts
+                       else np.zeros((0, self.query_vector.shape[0])))
             dense = _cosines(vectors, self.query_vector)
             for i, text in enumerate(texts):
                 self._add(text, passages[i], i, i, None)
@@ -439,7 +457,7 @@ class _Run:
         runs next over all the candidates, gives the fetched ones their priority.
         """
         text = rationale.text
-        vector = embed(self.pipe.encoder, [text])[0]
+        vector = embed(self.pipe.encoder, [text], check=self._check)[0]
         found = [int(c) for c in index.search(vector, self.cfg.k_init)[0]]
         if self.cfg.scoring != "dense":
             found += [int(c) for c in lexical_search(index, text, self.cfg.k_init, self.pipe.lexical_scorer,
@@ -468,7 +486,8 @@ class _Run:
                              tau=pipe.cross_encoder_tau if rung == "cross-encoder" else pipe.cosine_tau,
                              query_vector=self.query_vector, vectors=self.vectors,
                              verifier=pipe.verifier, cross_encoder=pipe.cross_encoder,
-                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch)
+                             rationale_vectors=self.rationale_vectors, batch_size=cfg.verification_batch,
+                             check=self._check)
         verdicts = {v.chunk_index: v for v in outcome.verdicts}
         judged = []
         keywords = self._keywords() if outcome.rung == "cosine" else frozenset()

@@ -10,7 +10,7 @@ evidence the question alone does not resemble).
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Literal, Protocol, runtime_checkable
 
@@ -77,21 +77,23 @@ def run_ladder(
     cross_encoder: CrossEncoder | None = None,
     rationale_vectors: np.ndarray | None = None,
     batch_size: int = 1,
+    check: Callable[[], None] | None = None,
 ) -> LadderOutcome:
     """Judge ``texts[i]`` for ``i`` in ``order`` on one rung; results follow ``order``.
 
     ``rationale_vectors`` (one row per rationale) join the query for the cosine rung. A
     verifier with ``verify_batch`` judges ``batch_size`` chunks per call on the LLM rung;
-    any other verifier judges one chunk at a time.
+    any other verifier judges one chunk at a time; ``check`` is called before each LLM call.
     """
     if not order:
         return LadderOutcome(rung, [], [])
     if rung == "llm":
         assert verifier is not None
         if hasattr(verifier, "verify_batch") and batch_size > 1:
-            verdicts = verify_chunks_batched(verifier, query, texts, order, rationales, batch_size=batch_size)  # type: ignore[arg-type]
+            verdicts = verify_chunks_batched(verifier, query, texts, order, rationales, batch_size=batch_size,  # type: ignore[arg-type]
+                                             check=check)
         else:
-            verdicts = verify_chunks(verifier, query, texts, order, rationales)
+            verdicts = verify_chunks(verifier, query, texts, order, rationales, check=check)
         return LadderOutcome(rung, [v.accepted for v in verdicts], [None] * len(order), verdicts)
     if rung == "cross-encoder":
         assert cross_encoder is not None

@@ -18,7 +18,7 @@ Example:
 from __future__ import annotations
 
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from ..models.bundle import Bundle
@@ -284,25 +284,29 @@ class SelectRuntime:
             cross_encoder=self.cross_encoder, token_counter=self.token_counter, **self.roles(request),
         )
 
-    def result(self, request: SelectRequest) -> PipelineResult:
+    def result(self, request: SelectRequest, *, check: Callable[[], None] | None = None) -> PipelineResult:
         """Run ``request`` and return the pipeline's result (passages, documents, trace).
+
+        ``check`` is called between the pipeline's phases and batches (see
+        :class:`~meteora_edge.pipeline.deadline.Deadline`); what it raises stops the run.
 
         Raises:
             RequestError: as :meth:`check`.
             InputError, ModelError, LocalIndexError: the inputs are over a limit, or a model or the index failed.
+            Cancelled: ``check`` stopped it.
         """
         pipe = self.pipeline(request)
         query = request.query or request.given_rationales[0].text
         return pipe.run(query, passages=None if request.uses_index else list(request.chunks),
-                        rationales=list(request.given_rationales) or None, reject=request.reject_rules)
+                        rationales=list(request.given_rationales) or None, reject=request.reject_rules, check=check)
 
-    def run(self, request: SelectRequest) -> dict[str, Any]:
-        """Run ``request`` and return ``select``'s JSON object.
+    def run(self, request: SelectRequest, *, check: Callable[[], None] | None = None) -> dict[str, Any]:
+        """Run ``request`` and return ``select``'s JSON object (``check`` as in :meth:`result`).
 
         Raises:
             as :meth:`result`.
         """
-        result = self.result(request)
+        result = self.result(request, check=check)
         return selection_json(result, query=request.query, index_mode=request.uses_index,
                               default_source=request.source, detail=request.detail)
 

@@ -4,7 +4,7 @@ chunks in order, one per call or in batches, each seeing the evidence accepted b
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from ..errors import ConfigError, InputError
 from .rationales import Rationale
@@ -79,8 +79,12 @@ def verify_chunks(
     texts: Sequence[str],
     order: Sequence[int],
     rationales: Sequence[Rationale],
+    *,
+    check: Callable[[], None] | None = None,
 ) -> list[Verdict]:
     """Judge ``texts[i]`` for each ``i`` in ``order``, passing the evidence accepted so far.
+
+    ``check`` is called before each model call; what it raises stops the judging there.
 
     Returns:
         One verdict per judged chunk, in judging order.
@@ -88,6 +92,8 @@ def verify_chunks(
     accepted: list[str] = []
     verdicts: list[Verdict] = []
     for index in order:
+        if check is not None:
+            check()
         request = VerificationRequest(query, texts[index], int(index), tuple(rationales), tuple(accepted))
         verdict = parse_verdict(call_verifier(verifier, request), chunk_index=int(index))
         verdicts.append(verdict)
@@ -104,11 +110,12 @@ def verify_chunks_batched(
     rationales: Sequence[Rationale],
     *,
     batch_size: int,
+    check: Callable[[], None] | None = None,
 ) -> list[Verdict]:
     """Judge ``texts[i]`` for ``i`` in ``order`` in batches of ``batch_size`` chunks.
 
     Each batch sees the evidence accepted in the batches before it (chunks of one batch are
-    judged together, so they do not see each other's verdicts).
+    judged together, so they do not see each other's verdicts). ``check`` is called before each batch.
 
     Returns:
         One verdict per judged chunk, in judging order.
@@ -118,6 +125,8 @@ def verify_chunks_batched(
     accepted: list[str] = []
     verdicts: list[Verdict] = []
     for start in range(0, len(order), batch_size):
+        if check is not None:
+            check()
         batch = [int(i) for i in order[start : start + batch_size]]
         requests = [
             VerificationRequest(query=query, chunk=texts[i], chunk_index=i, rationales=tuple(rationales),

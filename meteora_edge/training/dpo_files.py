@@ -11,7 +11,7 @@ from typing import Any
 
 from .dpo_data import SPLIT_FILES, SPLITS, PreparedData
 from ..errors import InputError
-from ..fileio import read_json_or_jsonl
+from ..fileio import escape_line_separators, read_json_or_jsonl
 
 __all__ = ["read_records", "read_pairs", "write_splits"]
 
@@ -54,7 +54,7 @@ def write_splits(data: PreparedData, output_dir: str | os.PathLike[str]) -> dict
         raise InputError(f"--output-dir {out} is a file; give a folder")
     if not out.parent.is_dir():
         raise InputError(f"cannot create {out}: folder {out.parent} does not exist")
-    texts = {SPLIT_FILES[name]: "".join(json.dumps(row, ensure_ascii=False) + "\n" for row in data.splits[name]) for name in SPLITS}
+    texts = {SPLIT_FILES[name]: "".join(escape_line_separators(json.dumps(row, ensure_ascii=False)) + "\n" for row in data.splits[name]) for name in SPLITS}
     texts["dpo_prepare.json"] = json.dumps(data.summary, indent=2) + "\n"
     temporary: dict[str, str] = {}
     created = not out.exists()

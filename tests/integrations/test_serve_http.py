@@ -115,7 +115,8 @@ def test_index_and_health_describe_what_the_server_loaded(server, tiny_bundle, t
     assert health["indexes"] == [{"name": "contracts.index", "path": str(tiny_index),
                                   "generation": info["generation"], "chunks": info["chunks"]}]
     assert health["limits"] == {"workers": 2, "queue": 32, "max_body_bytes": 2**20, "header_timeout": 10.0,
-                                "body_timeout": 30.0, "keep_alive": 5.0, "max_connections": 256}
+                                "body_timeout": 30.0, "keep_alive": 5.0, "max_connections": 256,
+                                "request_timeout": 60.0}
 
 
 @pytest.mark.parametrize("args, message", [

@@ -28,7 +28,7 @@ class BlockingService:
         self.running = 0
         self.most = 0
 
-    def select(self, body: bytes) -> dict:
+    def select(self, body: bytes, check=None) -> dict:
         with self.lock:
             self.running += 1
             self.most = max(self.most, self.running)

@@ -23,7 +23,7 @@ from meteora_edge.integrations.http_server import ServerLimits, create_app  # no
 
 
 class QuickService:
-    def select(self, body: bytes) -> dict:
+    def select(self, body: bytes, check=None) -> dict:
         return {"ok": True}
 
     def health(self) -> dict:
