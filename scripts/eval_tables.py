@@ -7,7 +7,7 @@ a path under docs/:
 
 * a ``.txt`` source (what `meteora-edge eval` prints) gives its method table's two header lines,
   the rows of the methods named (all of them without ``methods=``; ``table=by-gold-count``
-  picks the F1-by-gold-count table instead), then the file's notes in parentheses, the CPU among them;
+  picks the F1-by-gold-count table instead, ``table=retrieval`` a corpus run's retrieval table), then the file's notes in parentheses, the CPU among them;
 * a ``.json`` source (`eval -o`'s report, for the corpus runs that have no .txt) gives a table of
   its methods with retrieval recall@10, then the run's size, encoder and CPU;
 * ``lines=N`` gives the file's first N lines as they are (the LLM ``.time`` and build files).
@@ -54,12 +54,19 @@ def _from_text(path: Path, options: dict[str, str]) -> list[str]:
     text = path.read_text(encoding="utf-8")
     if "lines" in options:
         return text.splitlines()[: int(options["lines"])]
-    tables = [block for block in _paragraphs(text) if len(block) > 2 and set(block[1]) == {"-"}]
+    blocks = [block[1:] if len(block) > 3 and block[0].endswith(":") and set(block[2]) == {"-"} else block
+              for block in _paragraphs(text)]  # a corpus run titles its tables ("selection (...):")
+    tables = [block for block in blocks if len(block) > 2 and set(block[1]) == {"-"}]
     if not tables:
         raise TableError(f"{path.name} holds no table")
     wanted = options.get("table", "methods")
     if wanted == "methods":
         table = tables[0]
+    elif wanted == "retrieval":  # a corpus run's retrieval table (R@10, R@pool, R@cand, nDCG@10)
+        found = [block for block in tables if "nDCG@10" in block[0]]
+        if not found:
+            raise TableError(f"{path.name} has no retrieval table")
+        table = found[0]
     else:
         title = wanted.replace("by-", "by ", 1)
         found = [block for block in tables if block[0].startswith("F1 " + title)]
