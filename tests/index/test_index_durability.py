@@ -189,7 +189,7 @@ def test_two_index_add_processes_at_once_both_land(tmp_path, round_):
     sources = sorted(r["source"] for r in records)
     assert sources == sorted([d.source_id for d in BASE] + [f"{n}{i}" for n in ("left", "right") for i in range(1500)])
     assert [r["id"] for r in records] == list(range(len(final)))
-    assert all("added 1500 chunks" in err for _, err in outputs)
+    assert all("added 1,500 chunks" in err for _, err in outputs)
 
 
 # Rebuilds the index over and over, alternating two corpora that share no marker word.
