@@ -43,7 +43,7 @@ from ..selection.rationales import RationaleGenerator
 from ..selection.verification import VerifierLike
 from .budget import TokenCounter, WhitespaceCounter
 from .config import PipelineConfig
-from .judge import KEYWORDS
+from .judge import KEYWORDS  # noqa: F401 (re-exported, as are the rules' constants below)
 from .ladder import CrossEncoder, choose_rung
 from .phase_budget import budget
 from .phase_candidates import candidates
@@ -52,7 +52,7 @@ from .phase_prioritise import prioritise
 from .phase_selection import selection
 from .phase_verify import verify
 from .retrieval import resolve_lexical_scorer
-from .rules import INDEX_CANDIDATES, SHORT_CHUNK_PIECES, STORED_INDEX_WALK
+from .rules import INDEX_CANDIDATES, SHORT_CHUNK_PIECES, STORED_INDEX_WALK  # noqa: F401
 from .run_state import RunState, Step
 from .trace import PhaseRecord, Trace
 
