@@ -8,12 +8,15 @@ is cut where chunks stand ``pooled_z`` standard deviations above the rest
 (:func:`~meteora_edge.selection.stages.zscore_cut`). ``"lexical"`` uses BM25 alone. Given a
 learned sparse encoder (SPLADE, ``sparse_encoder``), the lexical part is the dot product of the
 rationale's and the chunk's sparse vectors instead of BM25; the term cover still reads BM25's terms.
+
+The scores come from :mod:`~meteora_edge.selection.ecse_scoring`; the rules (pairing, pooled
+cut, pairing band, term cover, neighbours) are the units of :mod:`~meteora_edge.selection.ecse_rules`,
+which :meth:`MeteoraSelector.select` runs in that order.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -24,22 +27,13 @@ from ..models.analyzer import Analyzer, analyzer_of
 from ..models.bm25 import BM25Index
 from ..models.sparse_index import SparseIndex
 from ..models.encoders import EncoderLike, embed, encoder_id
-from .auto_rationales import SECOND_HOP, plan_second_hop, question_rationales
+from . import ecse_rules as rules
+from .auto_rationales import plan_second_hop, question_rationales
+from .ecse_result import AutoPlan, SelectionResult
+from .ecse_rules import Evidence
+from .ecse_scoring import ChunkScorer, RationaleScores
 from .rationales import Rationale, as_rationales
-from .stages import (
-    SCORINGS,
-    cosine_matrix,
-    expand_positions,
-    fuse_scores,
-    pair_rationales,
-    pooled_scores,
-    statistical_elbow,
-    leading_block,
-    robust_cut,
-    term_cover,
-    robust_z,
-    zscore_cut,
-)
+from .stages import SCORINGS, pooled_scores
 
 __all__ = ["AutoPlan", "MeteoraSelector", "SelectionResult", "check_window", "check_scoring", "POOLED_CUTS"]
 
@@ -61,99 +55,6 @@ def check_scoring(scoring: object, pooled_cut: object = "auto") -> tuple[str, st
     if pooled_cut == "auto":
         pooled_cut = "elbow" if scoring == "dense" else "zscore"
     return str(scoring), str(pooled_cut)
-
-
-@dataclass(frozen=True)
-class SelectionResult:
-    """What ECSE selected and why.
-
-    ``selected_indices`` are sorted chunk positions; ``selected_chunks`` are the caller's
-    own objects at those positions. ``details`` records every stage (see :meth:`to_dict`).
-    """
-
-    selected_indices: list[int]
-    selected_chunks: list[Any]
-    rationales: list[Rationale]
-    pairing_indices: list[int]
-    pooled_indices: list[int]
-    expansion_indices: list[int]
-    elbow_index: int | None
-    rationale_matches: list[dict[str, Any]]
-    pooled_scores: list[float]
-    pairing_scores: list[float]
-    encoder: str = ""
-    stages: dict[str, bool] = field(default_factory=dict)
-    scoring: str = "dense"
-    dense_scores: list[float] = field(default_factory=list)
-    lexical_scores: list[float] | None = None
-    pooled_cut: str = "elbow"
-    strategy: dict[str, Any] | None = None
-    rationale_vectors: np.ndarray | None = field(default=None, repr=False, compare=False)
-    cut: dict[str, Any] | None = None
-
-    @property
-    def rationale_contributions(self) -> dict[int, list[int]]:
-        """For each paired chunk, the rationales (1-based indices) that chose it."""
-        contributions: dict[int, list[int]] = {}
-        for match in self.rationale_matches:
-            contributions.setdefault(match["chunk_index"], []).append(match["rationale_index"])
-        return contributions
-
-    def chosen_by(self) -> dict[int, str]:
-        """For each selected position, the stage that chose it: the first of ``pooled cut``,
-        ``second-hop pair`` (the best chunk of the rule-written second hop), ``pair`` (the best
-        chunk of another rationale), ``term cover`` and ``neighbour`` (expansion) that holds it.
-
-        Example:
-            >>> from meteora_edge import HashingEncoder
-            >>> chunks = ["Fees are due monthly.", "Either party may terminate.", "Notices go by email."]
-            >>> selector = MeteoraSelector(HashingEncoder(), use_pooling=False)
-            >>> res = selector.select(chunks, ["termination rights of either party"])
-            >>> res.chosen_by()  # the rationale's best chunk, and its neighbours (expansion_window 1)
-            {0: 'neighbour', 1: 'pair', 2: 'neighbour'}
-        """
-        hop = {r.index for r in self.rationales if r.label == SECOND_HOP}
-        hop_pairs = {m["chunk_index"] for m in self.rationale_matches if m["rationale_index"] in hop}
-        pooled, pairs = set(self.pooled_indices), set(self.pairing_indices)
-        covering = set((self.cut or {}).get("covering", []))
-        chosen: dict[int, str] = {}
-        for p in self.selected_indices:
-            if p in pooled:
-                chosen[p] = "pooled cut"
-            elif p in pairs:
-                chosen[p] = "second-hop pair" if p in hop_pairs else "pair"
-            else:
-                chosen[p] = "term cover" if p in covering else "neighbour"
-        return chosen
-
-    def scores(self) -> np.ndarray:
-        """Per chunk: max(pooled score, best pairing score of any rationale), on the scoring's scale."""
-        return np.maximum(np.asarray(self.pooled_scores), np.asarray(self.pairing_scores))
-
-    def to_dict(self) -> dict[str, Any]:
-        return {
-            "selected_indices": list(self.selected_indices),
-            "rationales": [r.to_dict() for r in self.rationales],
-            "encoder": self.encoder,
-            "details": {
-                "pairing_indices": list(self.pairing_indices),
-                "pooled_indices": list(self.pooled_indices),
-                "expansion_indices": list(self.expansion_indices),
-                "elbow_index": self.elbow_index,
-                "rationale_matches": [dict(m) for m in self.rationale_matches],
-                "pooled_scores": [round(s, 6) for s in self.pooled_scores],
-                "rationale_contributions": {
-                    str(k): v for k, v in sorted(self.rationale_contributions.items())
-                },
-                "stages": dict(self.stages),
-                "scoring": self.scoring,
-                "pooled_cut": self.pooled_cut,
-                "dense_scores": [round(s, 6) for s in self.dense_scores],
-                "lexical_scores": None if self.lexical_scores is None else [round(s, 6) for s in self.lexical_scores],
-                "rationale_strategy": self.strategy,
-                "cut": None if self.cut is None else dict(self.cut),
-            },
-        }
 
 
 class MeteoraSelector:
@@ -298,7 +199,7 @@ class MeteoraSelector:
         parsed = as_rationales(rationales)
         if not parsed:
             raise InputError("no rationale given; pass at least one rationale or use the query as one")
-        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors), lexical_index)
+        scorer = self._scorer(texts, chunk_vectors, lexical_index)
         exclude: dict[int, int] = {}
         if plan is not None and plan.first_hop_text in texts:
             exclude = dict.fromkeys(plan.exclude_rows, texts.index(plan.first_hop_text))
@@ -333,7 +234,7 @@ class MeteoraSelector:
         strategy: dict[str, Any] = {"name": "auto", "kind": kind, "first_hop": None, "bridges": []}
         if kind != "question":
             return AutoPlan(parts, strategy)
-        scorer = _Scorer(self, texts, self._chunk_vectors(texts, chunk_vectors), lexical_index)
+        scorer = self._scorer(texts, chunk_vectors, lexical_index)
         first = int(np.argmax(scorer.score(parts).fused[0]))  # a plain question is one rationale
         strategy["first_hop"] = first
         others = [text for j, text in enumerate(texts) if j != first]
@@ -368,83 +269,60 @@ class MeteoraSelector:
     def _chunk_vectors(self, texts: list[str], chunk_vectors: np.ndarray | None) -> np.ndarray:
         return embed(self.encoder, texts) if chunk_vectors is None else chunk_vectors
 
+    def _scorer(self, texts: list[str], chunk_vectors: np.ndarray | None,
+                lexical: BM25Index | SparseIndex | None) -> ChunkScorer:
+        return ChunkScorer(texts, self._chunk_vectors(texts, chunk_vectors), encoder=self.encoder,
+                           analyzer=self.analyzer, scoring=self.scoring, lexical_weight=self.lexical_weight,
+                           sparse_encoder=self.sparse_encoder, lexical=lexical)
+
     def _select(
         self,
         chunks: Sequence[object],
-        scorer: _Scorer,
+        scorer: ChunkScorer,
         rationales: list[Rationale],
-        scores: _Scores,
+        scores: RationaleScores,
         *,
         exclude: dict[int, int],
         strategy: dict[str, Any] | None,
     ) -> SelectionResult:
-        n = len(chunks)
-        fused = scores.fused.copy()
-        for row, position in exclude.items():  # (with one chunk, argmax still lands on it)
-            fused[row, position] = -np.inf
-        pairs = pair_rationales(fused)
-        matches = [
-            {"rationale_index": r.index, "chunk_index": int(j), "score": round(float(scores.fused[i, j]), 6)}
-            for i, (r, j) in enumerate(zip(rationales, pairs))
-        ]
-        pairing = sorted({int(j) for j in pairs}) if self.use_pairing else []
-
+        """Run the rules of :mod:`~meteora_edge.selection.ecse_rules` in order over one set of scores."""
         dense_pooled = pooled_scores(scores.rationale_vectors, scorer.chunk_vectors)
-        if self.scoring == "dense":
-            pooled = dense_pooled
-        else:
-            pooled = scores.fused.mean(axis=0)
-        elbow: int | None
-        cut_details: dict[str, Any] | None = None
-        if self.pooled_cut == "elbow":
-            order = np.lexsort((np.arange(n), -pooled))
-            elbow = statistical_elbow(pooled[order], self.elbow_z_threshold)
-            assert elbow is not None  # there is at least one chunk
-            cut = [int(p) for p in order[: elbow + 1]]
-        elif self.pooled_cut == "robust":
-            z = robust_z(pooled)
-            cut = [int(p) for p in robust_cut(z, z_threshold=self.robust_z, top_band=self.top_band)]
-            elbow = len(cut) - 1
-            top = float(z.max())
-            cut_details = {"rule": "robust", "robust_z": self.robust_z, "top_band": self.top_band,
-                           "pairing_band": self.pairing_band, "best_z": round(top, 4),
-                           "outliers": [p for p in cut if z[p] >= self.robust_z],
-                           "with_best": [p for p in cut if z[p] >= top - self.top_band]}
-            if self.pairing_band is not None and pairing:
-                dropped = [p for p in pairing if z[p] < top - self.pairing_band]
-                pairing = [p for p in pairing if p not in dropped]
-                cut_details["pairs_dropped"] = {str(p): round(float(z[p]), 4) for p in dropped}
-        else:
-            cut = [int(p) for p in zscore_cut(pooled, self.pooled_z)]
-            if self.pooled_gap > 0:
-                cut += [int(p) for p in leading_block(pooled, self.pooled_gap) if p not in cut]
-            elbow = len(cut) - 1 if cut else None
-        pooled_keep = sorted(cut) if self.use_pooling else []
-
+        evidence = Evidence(scores.fused, dense_pooled if self.scoring == "dense" else scores.fused.mean(axis=0))
+        paired = rules.pairing(evidence, exclude=exclude)
+        matches = [
+            {"rationale_index": r.index, "chunk_index": j, "score": round(float(scores.fused[i, j]), 6)}
+            for i, (r, j) in enumerate(zip(rationales, paired.trace["pairs"]))
+        ]
+        pairing = paired.kept if self.use_pairing else []
+        cut = rules.pooled_cut(evidence, rule=self.pooled_cut, elbow_z=self.elbow_z_threshold, pooled_z=self.pooled_z,
+                               pooled_gap=self.pooled_gap, robust_z_min=self.robust_z, top_band=self.top_band,
+                               pairing_band=self.pairing_band)
+        cut_details = cut.trace["cut"]
+        if self.pooled_cut == "robust" and self.pairing_band is not None and pairing:
+            banded = rules.pairing_band(evidence, pairing, band=self.pairing_band)
+            pairing, cut_details = banded.kept, {**cut_details, **banded.trace}
+        pooled_keep = sorted(cut.kept) if self.use_pooling else []
         base = sorted(set(pairing) | set(pooled_keep))
-        covering: list[int] = []
         if self.cover_z is not None:
             lexical = scorer.lexical_index()
             terms = dict.fromkeys(t for r in rationales for t in self.analyzer.tokens(r.text))
-            covering = term_cover(np.maximum(pooled, scores.fused.max(axis=0)),
-                                  [lexical.documents_with(t) for t in terms], base, z_min=self.cover_z,
-                                  lead=self.cover_lead)
-            cut_details = {**(cut_details or {}), "cover_z": self.cover_z, "cover_lead": self.cover_lead,
-                           "covering": covering}
-            base = sorted(set(base) | set(covering))
+            covered = rules.term_cover(evidence, base, holders=[lexical.documents_with(t) for t in terms],
+                                       z_min=self.cover_z, lead=self.cover_lead)
+            cut_details = {**(cut_details or {}), **covered.trace}
+            base = sorted(set(base) | set(covered.kept))
         window = self.expansion_window if self.use_expansion else 0
-        selected = [int(p) for p in expand_positions(base, n, window)]
-        added = sorted(set(selected) - set(base))
+        expanded = rules.neighbours(evidence, base, window=window)
+        selected = expanded.trace["selected"]
         return SelectionResult(
             selected_indices=selected,
             selected_chunks=[chunks[i] for i in selected],
             rationales=list(rationales),
             pairing_indices=pairing,
             pooled_indices=pooled_keep,
-            expansion_indices=added,
-            elbow_index=elbow,
+            expansion_indices=expanded.kept,
+            elbow_index=cut.trace["elbow"],
             rationale_matches=matches,
-            pooled_scores=[float(s) for s in pooled],
+            pooled_scores=[float(s) for s in evidence.pooled],
             pairing_scores=[float(s) for s in scores.fused.max(axis=0)],
             encoder=encoder_id(self.encoder),
             stages={"pairing": self.use_pairing, "pooling": self.use_pooling, "expansion": window > 0},
@@ -456,109 +334,3 @@ class MeteoraSelector:
             rationale_vectors=scores.rationale_vectors,
             cut=cut_details,
         )
-
-
-@dataclass(frozen=True)
-class AutoPlan:
-    """Rationales written by rule for one query (see :meth:`MeteoraSelector.plan_auto`).
-
-    ``exclude_rows`` are the rationales (0-based rows) whose pairing skips the chunk with
-    ``first_hop_text``: the second hop must land elsewhere.
-    """
-
-    rationales: list[Rationale]
-    strategy: dict[str, Any]
-    first_hop_text: str | None = None
-    exclude_rows: tuple[int, ...] = ()
-
-    @property
-    def second_hop(self) -> Rationale | None:
-        return self.rationales[self.exclude_rows[0]] if self.exclude_rows else None
-
-    def extended(self, extra: Sequence[Rationale]) -> AutoPlan:
-        """This plan with ``extra`` rationales (e.g. an LLM's) after the rule-written ones, renumbered.
-
-        The strategy records how many were added (``"extra"``); pairing exclusions stay as they were.
-        """
-        start = len(self.rationales)
-        added = [Rationale(r.text, start + i, r.label, r.flag_instructions) for i, r in enumerate(extra, start=1)]
-        return AutoPlan([*self.rationales, *added], {**self.strategy, "extra": len(added)}, self.first_hop_text,
-                        self.exclude_rows)
-
-
-@dataclass(frozen=True)
-class _Scores:
-    """Per rationale (row) and chunk (column): BM25 (when used) and the fused score."""
-
-    rationale_vectors: np.ndarray
-    lexical: np.ndarray | None
-    fused: np.ndarray
-
-
-class _Scorer:
-    """Scores rationales against one set of chunks (the lexical index over them is the caller's,
-    or built once on first use)."""
-
-    def __init__(
-        self, selector: MeteoraSelector, texts: list[str], chunk_vectors: np.ndarray,
-        lexical: BM25Index | SparseIndex | None = None,
-    ) -> None:
-        bm25, sparse = (None, lexical) if isinstance(lexical, SparseIndex) else (lexical, None)
-        if sparse is not None:
-            if selector.sparse_encoder is None:
-                raise InputError("lexical_index is a sparse index but the selector has no sparse_encoder; "
-                                 "give it the encoder that built the index")
-            if sparse.n_docs != len(texts):
-                raise InputError(f"lexical_index holds {sparse.n_docs} documents but there are {len(texts)} chunks; "
-                                 "build it over the same chunks")
-            if sparse.encoder_identity != getattr(selector.sparse_encoder, "identity", None):
-                raise InputError(f"lexical_index was built by the sparse encoder {sparse.encoder_identity!r}, not the "
-                                 "selector's; build it with the selector's")
-        if bm25 is not None:
-            if not isinstance(bm25, BM25Index):
-                raise InputError(f"lexical_index must be a BM25Index or None, got {type(bm25).__name__}")
-            if bm25.n_docs != len(texts):
-                raise InputError(
-                    f"lexical_index holds {bm25.n_docs} documents but there are {len(texts)} chunks; "
-                    "build it over the same chunks"
-                )
-            if bm25.analyzer != selector.analyzer:
-                raise InputError(
-                    f"lexical_index was built with the analyzer {bm25.analyzer.name}:{bm25.analyzer.version} but the "
-                    f"selector uses {selector.analyzer.name}:{selector.analyzer.version}; build it with the selector's"
-                )
-        self.selector = selector
-        self.texts = texts
-        self.chunk_vectors = chunk_vectors
-        self._bm25 = bm25
-        self._sparse = sparse
-
-    def lexical_index(self) -> BM25Index:
-        """The BM25 index over the chunks (built with the selector's analyzer on first use)."""
-        if self._bm25 is None:
-            self._bm25 = BM25Index.from_texts(self.texts, analyzer=self.selector.analyzer)
-        return self._bm25
-
-    def lexical_scores(self, texts: list[str]) -> np.ndarray:
-        """Each text's lexical score for every chunk: sparse dot products with a sparse encoder, else BM25."""
-        if self.selector.sparse_encoder is None:
-            index = self.lexical_index()
-            return np.stack([index.text_scores(t) for t in texts])
-        if self._sparse is None:
-            self._sparse = SparseIndex.from_texts(self.texts, encoder=self.selector.sparse_encoder)
-        return self._sparse.texts_scores(texts)
-
-    def score(self, rationales: list[Rationale]) -> _Scores:
-        selector = self.selector
-        vectors = embed(selector.encoder, [r.text for r in rationales])
-        if vectors.shape[1] != self.chunk_vectors.shape[1]:
-            raise InputError(
-                f"chunk vectors have dimension {self.chunk_vectors.shape[1]} but rationale vectors "
-                f"{vectors.shape[1]}; embed both with the same encoder"
-            )
-        dense = cosine_matrix(vectors, self.chunk_vectors)
-        lexical = None
-        if selector.scoring != "dense":
-            lexical = self.lexical_scores([r.text for r in rationales])
-        fused = fuse_scores(dense, lexical, scoring=selector.scoring, lexical_weight=selector.lexical_weight)
-        return _Scores(vectors, lexical, fused)

@@ -338,10 +338,10 @@ def test_over_a_stored_index_of_long_chunks_the_term_cover_stands_in_and_the_enc
     from meteora_edge.index.corpus import SourceDocument
     from meteora_edge.index.local_index import LocalIndex
     from meteora_edge.index.memory_index import InMemoryIndex
-    from meteora_edge.pipeline import engine
+    from meteora_edge.pipeline import rules
     from meteora_edge.pipeline.engine import INDEX_CANDIDATES
 
-    monkeypatch.setattr(engine, "SHORT_CHUNK_PIECES", 2)  # these chunks of 2-4 pieces count as long
+    monkeypatch.setattr(rules, "SHORT_CHUNK_PIECES", 2)  # these chunks of 2-4 pieces count as long
     encoder = PieceEncoder()
     stored = LocalIndex.build(tmp_path / "ix", [SourceDocument(f"d{i}", t) for i, t in enumerate(CHUNKS)], encoder)
     settings = {"scoring": "dense", "verification": "cosine", "tau_relevance": 0.8, "n_min": None, "t_max": None,
@@ -363,7 +363,7 @@ def test_over_a_stored_index_of_short_chunks_the_token_cover_reads_only_the_best
     its walk stops after STORED_INDEX_WALK candidates (each one an encoder run at each query)."""
     from meteora_edge.index.corpus import SourceDocument
     from meteora_edge.index.local_index import LocalIndex
-    from meteora_edge.pipeline import engine
+    from meteora_edge.pipeline import rules
 
     encoder = PieceEncoder()
     stored = LocalIndex.build(tmp_path / "ix", [SourceDocument(f"d{i}", t) for i, t in enumerate(CHUNKS)], encoder)
@@ -373,8 +373,8 @@ def test_over_a_stored_index_of_short_chunks_the_token_cover_reads_only_the_best
     cover = result.trace.phase("verify").details["token_cover"]
     assert "skipped" not in cover and cover["added"] == [1]  # chunk 1, "Kappa seeds."
     read = [t for run in encoder.runs for t in run if t != QUERY]
-    assert len(read) <= 1 + engine.STORED_INDEX_WALK  # the accepted chunk and the walk's best five, of 14
-    monkeypatch.setattr(engine, "STORED_INDEX_WALK", 14)
+    assert len(read) <= 1 + rules.STORED_INDEX_WALK  # the accepted chunk and the walk's best five, of 14
+    monkeypatch.setattr(rules, "STORED_INDEX_WALK", 14)
     encoder.runs.clear()
     EvidencePipeline(PipelineConfig(**settings), encoder=encoder, index=stored).run(QUERY)
     assert len([t for run in encoder.runs for t in run if t != QUERY]) > 1 + 5  # uncut, it reads more
