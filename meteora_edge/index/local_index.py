@@ -27,7 +27,6 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -35,20 +34,19 @@ from typing import Any, BinaryIO
 import numpy as np
 
 from ..models.analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer, analyzer_from_record
-from ..models.bm25 import BM25_VOCAB, BM25Index
+from ..models.bm25 import BM25Index
 from ..models.sparse_index import SPARSE_ARRAYS, SparseIndex, sparse_encoder_of
-from .ann_index import EXACT_BELOW, AnnConfig, AnnIndex, ann_entry, write_ann
+from .ann_index import AnnConfig, AnnIndex, ann_entry, write_ann
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_lines, embed_into
-from .content_hashes import source_counts
 from .corpus import FileChoice, SourceDocument
 from .manifest import (ANN_FILE, DELETED_FILE, INDEX_FORMAT, INDEX_FORMAT_VERSION, MANIFEST, REQUIRED_FILES,
                        SOURCES_FILE, utc_now)
 from .segments import CombinedBM25, DeltaSegment, check_offsets, read_bm25, read_delta
 from .sources import SourceEntry, decode_table, one_file_per_source, table_from_records
-from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync, write_sparse
+from .updates import UpdatePlan, apply_update, build_table, plan_add, plan_remove, plan_sync
 from .chunking import DEFAULT_BOUNDARIES, check_chunking, count_words
-from .generations import GenerationWriter, live_generation, new_generation, target_state, writer_lock
+from .generations import live_generation, new_generation, target_state, writer_lock
 from .generations import lock_timeout as resolve_lock_timeout
 from .snapshot import Snapshot, open_snapshot, read_npy, read_small_file
 from .posting_spool import PostingSpool
@@ -58,6 +56,7 @@ from .vector_spool import VectorSpool, spool_file, spool_folder
 from ..models.encoders import EncoderLike, encoder_id
 from ..errors import ConfigError, InputError, LocalIndexError
 from .local_reads import LocalReads, RowReader, reopened
+from .local_write import sparse_model, sparse_postings, write_build
 
 __all__ = ["LocalIndex", "INDEX_FORMAT", "INDEX_FORMAT_VERSION"]
 
@@ -265,7 +264,7 @@ class LocalIndex(LocalReads):
         check_chunking(chunk_size, overlap, boundaries)
         if not isinstance(analyzer, Analyzer):
             raise ConfigError(f"analyzer must be an Analyzer, got {type(analyzer).__name__}")
-        sparse_model = _sparse_model(lexical_scorer, encoder)
+        model = sparse_model(lexical_scorer, encoder)
         record = bundle_record(bundle)
         folder = spool_folder(target)
         # the records, BM25 postings and vectors go to temporary files as they are made, so memory
@@ -286,7 +285,7 @@ class LocalIndex(LocalReads):
             table = sources if sources.grouped() else build_table(documents, counts)
             with VectorSpool(len(records), folder, where=target) as vectors, spool_file(folder, "ann") as ann_file:
                 embed_into(vectors, encoder, records.texts(), batch_size, progress)
-                sparse = None if sparse_model is None else _sparse_postings(sparse_model, records.texts(), batch_size)
+                sparse = None if model is None else sparse_postings(model, records.texts(), batch_size)
                 entry = ann_entry(ann, len(records)) if ann is not None else None
                 if entry is not None:  # built before the lock is taken (it is the slow part), kept on disk
                     write_ann(vectors, entry, ann_file)
@@ -308,7 +307,7 @@ class LocalIndex(LocalReads):
                     if target_state(target) == "index" and not overwrite:  # another build got there first
                         raise InputError(f"{target} already exists; use 'add' to append or 'overwrite' to rebuild")
                     with new_generation(target) as writer:
-                        _write(writer, manifest, vectors, records, bm25, ann_file if entry else None, table, sparse)
+                        write_build(writer, manifest, vectors, records, bm25, ann_file if entry else None, table, sparse)
                     return cls.load(target, encoder=encoder, verify=False)
 
     def add(
@@ -485,62 +484,3 @@ class LocalIndex(LocalReads):
                     f"index {self.root} holds the postings of the sparse model {self.sparse.encoder_identity!r}, "
                     f"not {model.identity!r}; use the same --bundle or rebuild the index")
             self.sparse.encoder = model
-
-
-def _write(
-    writer: GenerationWriter,
-    manifest: dict[str, Any],
-    vectors: VectorSpool,
-    records: RecordSpool,
-    bm25: PostingSpool,
-    ann: BinaryIO | None,
-    table: TableSpool | dict[str, SourceEntry],
-    sparse: SparseIndex | None = None,
-) -> None:
-    """Write the generation of a build from its spools: one base segment (and the ANN structure,
-    serialised in the file ``ann``), its source table and the sparse postings, if any."""
-    from .sources import encode_table
-
-    with writer.stream("vectors.npy") as out:
-        vectors.write_npy(out)
-    with writer.stream("chunks.jsonl") as out:
-        records.write_to(out)
-    writer.write_array("chunk_offsets.npy", records.offsets())
-    bm25.write(writer)
-    if sparse is not None:
-        write_sparse(writer, sparse)
-    if ann is not None:
-        ann.seek(0)
-        with writer.stream(ANN_FILE) as out:
-            shutil.copyfileobj(ann, out)  # type: ignore[misc]
-    with writer.stream(SOURCES_FILE) as out:
-        if isinstance(table, TableSpool):
-            table.write_to(out)
-        else:
-            out.write(encode_table(table.values()))
-    writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})
-
-
-def _sparse_model(lexical_scorer: str, encoder: EncoderLike) -> Any:
-    """The learned sparse model a build with ``lexical_scorer`` needs (None for BM25 alone)."""
-    if lexical_scorer not in ("bm25", "sparse"):
-        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
-    if lexical_scorer == "bm25":
-        return None
-    model = sparse_encoder_of(encoder)
-    if model is None:
-        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
-                          "component (meteora-edge models install splade-tiny), or use bm25")
-    return model
-
-
-def _sparse_postings(model: Any, texts: Any, batch_size: int) -> SparseIndex:
-    """Every chunk's sparse vector, encoded ``batch_size`` texts at a time, as postings."""
-    vectors, batch = [], []
-    for text in texts:
-        batch.append(text)
-        if len(batch) == batch_size:
-            vectors += model.encode_sparse(batch)
-            batch = []
-    vectors += model.encode_sparse(batch) if batch else []
-    return SparseIndex(vectors, encoder=model)

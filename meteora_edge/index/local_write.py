@@ -1,0 +1,80 @@
+"""Writing a local index build's generation: its spools into the generation's files, and the learned
+sparse postings a build with ``lexical_scorer="sparse"`` adds beside BM25 (see :mod:`.local_index`)."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any, BinaryIO
+
+from ..errors import ConfigError
+from ..models.encoders import EncoderLike
+from ..models.sparse_index import SparseIndex, sparse_encoder_of
+from .generations import GenerationWriter
+from .manifest import ANN_FILE, SOURCES_FILE, utc_now
+from .posting_spool import PostingSpool
+from .record_spool import RecordSpool
+from .sources import SourceEntry
+from .table_spool import TableSpool
+from .updates import write_sparse
+from .vector_spool import VectorSpool
+
+__all__ = ["write_build", "sparse_model", "sparse_postings"]
+
+
+def write_build(
+    writer: GenerationWriter,
+    manifest: dict[str, Any],
+    vectors: VectorSpool,
+    records: RecordSpool,
+    bm25: PostingSpool,
+    ann: BinaryIO | None,
+    table: TableSpool | dict[str, SourceEntry],
+    sparse: SparseIndex | None = None,
+) -> None:
+    """Write the generation of a build from its spools: one base segment (and the ANN structure,
+    serialised in the file ``ann``), its source table and the sparse postings, if any."""
+    from .sources import encode_table
+
+    with writer.stream("vectors.npy") as out:
+        vectors.write_npy(out)
+    with writer.stream("chunks.jsonl") as out:
+        records.write_to(out)
+    writer.write_array("chunk_offsets.npy", records.offsets())
+    bm25.write(writer)
+    if sparse is not None:
+        write_sparse(writer, sparse)
+    if ann is not None:
+        ann.seek(0)
+        with writer.stream(ANN_FILE) as out:
+            shutil.copyfileobj(ann, out)  # type: ignore[misc]
+    with writer.stream(SOURCES_FILE) as out:
+        if isinstance(table, TableSpool):
+            table.write_to(out)
+        else:
+            out.write(encode_table(table.values()))
+    writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})
+
+
+def sparse_model(lexical_scorer: str, encoder: EncoderLike) -> Any:
+    """The learned sparse model a build with ``lexical_scorer`` needs (None for BM25 alone)."""
+    if lexical_scorer not in ("bm25", "sparse"):
+        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
+    if lexical_scorer == "bm25":
+        return None
+    model = sparse_encoder_of(encoder)
+    if model is None:
+        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
+                          "component (meteora-edge models install splade-tiny), or use bm25")
+    return model
+
+
+def sparse_postings(model: Any, texts: Any, batch_size: int) -> SparseIndex:
+    """Every chunk's sparse vector, encoded ``batch_size`` texts at a time, as postings."""
+    vectors, batch = [], []
+    for text in texts:
+        batch.append(text)
+        if len(batch) == batch_size:
+            vectors += model.encode_sparse(batch)
+            batch = []
+    vectors += model.encode_sparse(batch) if batch else []
+    return SparseIndex(vectors, encoder=model)
