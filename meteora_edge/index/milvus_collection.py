@@ -49,9 +49,11 @@ def call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs:
         raise CollectionError(f"Milvus {what} failed on {location.label}: {milvus_error(exc)}") from None
 
 
-def collection_schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True) -> tuple[Any, Any]:
+def collection_schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True,
+                      learned_sparse: bool = False) -> tuple[Any, Any]:
     """The collection's schema and indexes (``english=False``: Milvus's default analyser, as a collection
-    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5)."""
+    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5;
+    ``learned_sparse``: the field of a sparse model's vectors, see :mod:`.milvus_sparse`)."""
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -74,6 +76,10 @@ def collection_schema(client: Any, dimension: int, *, english: bool = True, full
                                      output_field_names=["sparse"]))
         indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                           params={"bm25_k1": 1.5, "bm25_b": 0.75})
+    if learned_sparse:
+        from .milvus_sparse import add_sparse_field
+
+        add_sparse_field(schema, indexes)
     return schema, indexes
 
 
