@@ -20,7 +20,7 @@ from ..models.analyzer import STOP_WORDS
 from .milvus_location import MilvusLocation, milvus_error
 from .milvus_sources import add_source_fields
 
-__all__ = ["PREFIX", "TEXT_BYTES", "INSERT_BATCH", "RECORD_FIELDS", "BUILDING", "REPLACED", "MILVUS_ENGLISH", "call",
+__all__ = ["PREFIX", "LEARNED_SPARSE", "TEXT_BYTES", "INSERT_BATCH", "RECORD_FIELDS", "BUILDING", "REPLACED", "MILVUS_ENGLISH", "call",
            "collection_schema", "chunk_rows", "insert_rows", "id_filter", "switch_in", "restore_switch",
            "clean_leftovers", "drop_quietly"]
 
@@ -37,6 +37,10 @@ logger = logging.getLogger(__name__)
 MILVUS_ENGLISH = {"tokenizer": "standard",
                   "filter": ["lowercase", {"type": "stop", "stop_words": sorted(STOP_WORDS)},
                              {"type": "stemmer", "language": "english"}]}
+
+
+#: the field of a collection built with the sparse scorer: each chunk's learned-sparse vector
+LEARNED_SPARSE = "learned_sparse"
 
 
 def call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
@@ -76,10 +80,9 @@ def collection_schema(client: Any, dimension: int, *, english: bool = True, full
                                      output_field_names=["sparse"]))
         indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                           params={"bm25_k1": 1.5, "bm25_b": 0.75})
-    if learned_sparse:
-        from .milvus_sparse import add_sparse_field
-
-        add_sparse_field(schema, indexes)
+    if learned_sparse:  # a sparse model's vectors, scored by dot product (see milvus_sparse)
+        schema.add_field(LEARNED_SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+        indexes.add_index(field_name=LEARNED_SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     return schema, indexes
 
 

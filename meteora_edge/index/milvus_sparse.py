@@ -18,21 +18,13 @@ from typing import Any
 
 from ..errors import CollectionError, ConfigError
 from ..models.sparse_index import SparseVector, sparse_encoder_of
-from .milvus_collection import PREFIX
+from .milvus_collection import LEARNED_SPARSE, PREFIX
 
-__all__ = ["FIELD", "PROPERTY", "add_sparse_field", "as_milvus", "lexical_property", "recorded_model", "sparse_model",
+__all__ = ["FIELD", "PROPERTY", "as_milvus", "lexical_property", "recorded_model", "sparse_model",
            "encode_rows"]
 
-FIELD = "learned_sparse"
+FIELD = LEARNED_SPARSE
 PROPERTY = PREFIX + "lexical"
-
-
-def add_sparse_field(schema: Any, indexes: Any) -> None:
-    """Add the learned-sparse field and its inverted index (metric IP) to a schema being made."""
-    from pymilvus import DataType
-
-    schema.add_field(FIELD, DataType.SPARSE_FLOAT_VECTOR)
-    indexes.add_index(field_name=FIELD, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
 
 
 def as_milvus(vector: SparseVector) -> dict[int, float]:
