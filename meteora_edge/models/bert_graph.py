@@ -203,9 +203,10 @@ def _mlm_head(g: _Graph, t: Any, hidden: str, mask: str, mask_f: str, eps: float
     x = g.layer_norm(x, t("cls.predictions.transform.LayerNorm.weight"), t("cls.predictions.transform.LayerNorm.bias"),
                      "/cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm", eps)
     first = g.node("ArgMax", [mask_f], "/sparse/ArgMax", axis=1, keepdims=1)  # (batch, 1): the first unmasked token
+    hidden_size = t("cls.predictions.transform.dense.bias").shape[0]
     index = g.node("Expand", [g.node("Unsqueeze", [first, "const_axis2"], "/sparse/Unsqueeze_first"),
-                              g.weight("const_hidden_1_1_h", np.array([1, 1, t("cls.predictions.transform.dense.bias").shape[0]],
-                                                                      np.int64))], "/sparse/Expand")
+                              g.weight("const_1_1_hidden", np.array([1, 1, hidden_size], np.int64))],
+                   "/sparse/Expand")  # (batch, 1, hidden): that token's index for every hidden unit
     copy = g.node("GatherElements", [x, index], "/sparse/GatherElements", axis=1)  # (batch, 1, hidden)
     keep = g.node("Unsqueeze", [g.node("Cast", [mask], "/sparse/Cast_bool", to=g.onnx.TensorProto.BOOL),
                                 "const_axis2"], "/sparse/Unsqueeze_mask")
