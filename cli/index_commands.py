@@ -103,7 +103,7 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
               help="IVF lists scanned per query, or HNSW efSearch [chosen from the size].")
 @click.option("--lexical-scorer", type=click.Choice(["bm25", "sparse"]), default="bm25", show_default=True,
               help="Also store learned-sparse postings (sparse: the bundle's sparse_encoder, e.g. splade-tiny) beside "
-                   "BM25; queries over the index are then scored by them (local backend).")
+                   "BM25 (a Milvus collection: in a sparse vector field); queries over the index are then scored by them.")
 @_reading_and_embedding_options
 def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | None, collection: str | None,
           chunk_size: int, overlap: int | None, boundaries: str, batch_size: int, overwrite: bool, ann: str | None,
@@ -127,8 +127,6 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
       cat report.pdf | meteora-edge index build - --out report.idx --progress json
     """
     location = _target(backend, out, uri, collection, ann, ann_probe)
-    if location is not None and lexical_scorer != "bm25":
-        raise InputError("--lexical-scorer sparse is for a local index (--out); a Milvus collection keeps BM25")
     report = SkipReport(verbose)
     documents = _read(inputs, strict, follow_links, file_choice(include, exclude, no_ignore_files, max_file_size),
                       report)
@@ -148,7 +146,8 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
             from meteora_edge.index.milvus_index import MilvusIndex
 
             built = MilvusIndex.build(location, documents, encoder, chunk_size=chunk_size, overlap=overlap,
-                                      boundaries=boundaries, batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle)
+                                      boundaries=boundaries, batch_size=batch_size, overwrite=overwrite, progress=progress, bundle=bundle,
+                                      lexical_scorer=lexical_scorer)
             where = location.label
     took = max(time.monotonic() - started, 1e-9)
     report.print_summary()

@@ -20,7 +20,7 @@ from ..models.analyzer import STOP_WORDS
 from .milvus_location import MilvusLocation, milvus_error
 from .milvus_sources import add_source_fields
 
-__all__ = ["PREFIX", "TEXT_BYTES", "INSERT_BATCH", "RECORD_FIELDS", "BUILDING", "REPLACED", "MILVUS_ENGLISH", "call",
+__all__ = ["PREFIX", "LEARNED_SPARSE", "TEXT_BYTES", "INSERT_BATCH", "RECORD_FIELDS", "BUILDING", "REPLACED", "MILVUS_ENGLISH", "call",
            "collection_schema", "chunk_rows", "insert_rows", "id_filter", "switch_in", "restore_switch",
            "clean_leftovers", "drop_quietly"]
 
@@ -39,6 +39,10 @@ MILVUS_ENGLISH = {"tokenizer": "standard",
                              {"type": "stemmer", "language": "english"}]}
 
 
+#: the field of a collection built with the sparse scorer: each chunk's learned-sparse vector
+LEARNED_SPARSE = "learned_sparse"
+
+
 def call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs: Any) -> Any:
     """Call the client; a pymilvus error becomes one CollectionError line."""
     from pymilvus.exceptions import MilvusException
@@ -49,9 +53,11 @@ def call(location: MilvusLocation, what: str, method: Any, *args: Any, **kwargs:
         raise CollectionError(f"Milvus {what} failed on {location.label}: {milvus_error(exc)}") from None
 
 
-def collection_schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True) -> tuple[Any, Any]:
+def collection_schema(client: Any, dimension: int, *, english: bool = True, full_text: bool = True,
+                      learned_sparse: bool = False) -> tuple[Any, Any]:
     """The collection's schema and indexes (``english=False``: Milvus's default analyser, as a collection
-    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5)."""
+    built before analysers were recorded has; ``full_text=False``: no BM25 function, as before Milvus 2.5;
+    ``learned_sparse``: the field of a sparse model's vectors, see :mod:`.milvus_sparse`)."""
     from pymilvus import DataType, Function, FunctionType
 
     schema = client.create_schema(auto_id=False, enable_dynamic_field=False)
@@ -74,6 +80,9 @@ def collection_schema(client: Any, dimension: int, *, english: bool = True, full
                                      output_field_names=["sparse"]))
         indexes.add_index(field_name="sparse", index_type="SPARSE_INVERTED_INDEX", metric_type="BM25",
                           params={"bm25_k1": 1.5, "bm25_b": 0.75})
+    if learned_sparse:  # a sparse model's vectors, scored by dot product (see milvus_sparse)
+        schema.add_field(LEARNED_SPARSE, DataType.SPARSE_FLOAT_VECTOR)
+        indexes.add_index(field_name=LEARNED_SPARSE, index_type="SPARSE_INVERTED_INDEX", metric_type="IP")
     return schema, indexes
 
 

@@ -7,6 +7,9 @@ One row per chunk::
     text      VARCHAR (analysed)    the chunk's text (at most 65 535 bytes)
     sparse    SPARSE_FLOAT_VECTOR   written by Milvus's BM25 function from ``text``;
                                     SPARSE_INVERTED_INDEX, metric BM25 (k1 1.5, b 0.75)
+    learned_sparse                  only with ``lexical_scorer="sparse"``: SPARSE_FLOAT_VECTOR, the
+                                    chunk's vector from the bundle's sparse model (SPLADE);
+                                    SPARSE_INVERTED_INDEX, metric IP (see :mod:`.milvus_sparse`)
     sha256, source, file            VARCHAR: the text's hash, the document id, the file
     position, start, end            INT64: place in the document, character offsets
     metadata                        JSON: the document's metadata
@@ -16,8 +19,9 @@ One row per chunk::
 The collection's properties say who wrote it: ``meteora_edge.format``
 (``meteora-edge-milvus``), ``meteora_edge.format_version``, ``meteora_edge.encoder`` and
 ``meteora_edge.dimension``, ``meteora_edge.chunk_size``/``overlap``, ``meteora_edge.created``,
-``meteora_edge.analyzer`` and ``meteora_edge.next_id`` (the id the next chunk gets; deleted ids
-are never used again). Opening refuses a collection without them (the analyser and the next id
+``meteora_edge.analyzer``, ``meteora_edge.next_id`` (the id the next chunk gets; deleted ids
+are never used again) and, built with the sparse scorer, ``meteora_edge.lexical`` (the sparse
+model's identity: queries are then scored by it, the lexical half through Milvus's sparse search). Opening refuses a collection without them (the analyser and the next id
 may be absent: an older collection), of a newer format, or built by another encoder. A
 collection of format 1 (no source fields) opens and reads as before; its first write copies it
 into format 2 with the sources unknown (the next ``sync`` reads each file once more) and switches
@@ -73,6 +77,7 @@ import numpy as np
 from ..errors import CollectionError, InputError
 from ..models.analyzer import ANALYZERS, ENGLISH, LEGACY_ANALYZER, Analyzer
 from ..models.encoders import EncoderLike, encoder_id, normalize_rows
+from ..models.sparse_index import sparse_encoder_of
 from .bundle_record import bundle_record
 from .chunk_records import Progress, chunk_documents, embed_batches
 from .chunking import DEFAULT_BOUNDARIES, check_chunking, stored_boundaries
@@ -81,6 +86,7 @@ from .corpus import FileChoice, SourceDocument
 from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
                                 drop_quietly, id_filter, insert_rows, restore_switch, switch_in)
 from .milvus_location import MilvusLocation, connect
+from .milvus_sparse import FIELD as SPARSE_FIELD, as_milvus, encode_rows, lexical_property, recorded_model, sparse_model
 from .milvus_sources import SOURCE_FIELDS, TABLE_FIELDS, document_columns, per_chunk, read_table
 from .milvus_updates import FORMAT_VERSION, NEXT_ID, apply_plan, prepare_write, rows_by_hash
 from .sources import SourceEntry, one_file_per_source
@@ -107,9 +113,15 @@ class MilvusIndex:
     """
 
     def __init__(self, client: Any, location: MilvusLocation, properties: dict[str, str], count: int,
-                 full_text: bool, tracks_sources: bool = True) -> None:
+                 full_text: bool, tracks_sources: bool = True, sparse_model_id: str | None = None) -> None:
         """Wrap an opened, checked collection (use :meth:`open`)."""
         self.client, self.location, self.count, self.full_text = client, location, count, full_text
+        #: the identity of the sparse model whose vectors the ``learned_sparse`` field holds (None: BM25 alone)
+        self.sparse_model_id = sparse_model_id
+        #: "sparse" when the collection holds learned-sparse vectors (queries are then scored by them), else "bm25"
+        self.lexical_scorer = "bm25" if sparse_model_id is None else "sparse"
+        #: the sparse model that encodes queries: the one the encoder given to :meth:`open` carries
+        self.sparse_encoder: Any = None
         #: whether the rows carry their source (format 2); a format-1 collection is migrated by its next write
         self.tracks_sources = tracks_sources
         #: the id the next chunk gets: ids of deleted chunks are never used again
@@ -198,14 +210,27 @@ class MilvusIndex:
             call(location, "load_collection", client.load_collection, name)
         rows = call(location, "count", client.query, name, filter="", output_fields=["count(*)"])
         return cls(client, location, properties, int(rows[0]["count(*)"]), full_text,
-                   tracks_sources=all(name in fields for name in SOURCE_FIELDS))
+                   tracks_sources=all(name in fields for name in SOURCE_FIELDS),
+                   sparse_model_id=recorded_model(properties, list(fields), where))
 
     def check_encoder(self, encoder: EncoderLike) -> None:
-        """Raises CollectionError when ``encoder`` is not the one that built the collection."""
+        """Raises CollectionError when ``encoder`` is not the one that built the collection, or carries
+        another sparse model than the one whose vectors it holds (then queries use the one it carries)."""
         given = encoder_id(encoder)
         if given != self.encoder_id:
             raise CollectionError(f"collection {self.location.label} was built with encoder {self.encoder_id!r}, not "
                                   f"{given!r}; use the same --bundle or rebuild the index")
+        model = sparse_encoder_of(encoder)
+        if self.sparse_model_id is not None and model is not None:
+            self.check_sparse_model(model)
+            self.sparse_encoder = model
+
+    def check_sparse_model(self, model: Any) -> None:
+        """Raises CollectionError when ``model`` is not the sparse model whose vectors the collection holds."""
+        if getattr(model, "identity", None) != self.sparse_model_id:
+            raise CollectionError(f"collection {self.location.label} holds the vectors of the sparse model "
+                                  f"{self.sparse_model_id!r}, not {getattr(model, 'identity', None)!r}; use the same "
+                                  "--bundle or rebuild the index")
 
     # ----------------------------------------------------------------- writing
     @classmethod
@@ -222,8 +247,14 @@ class MilvusIndex:
         overwrite: bool = False,
         progress: Progress | None = None,
         bundle: str | os.PathLike[str] | None = None,
+        lexical_scorer: str = "bm25",
     ) -> MilvusIndex:
         """Chunk, embed and write ``documents`` into the collection at ``location``.
+
+        With ``lexical_scorer="sparse"`` every chunk is also encoded by the learned sparse model
+        ``encoder`` carries (a bundle with a ``sparse_encoder``) into the ``learned_sparse`` field
+        (see :mod:`~meteora_edge.index.milvus_sparse`), and queries over the collection are then
+        scored by it.
 
         Every row records its source (file path, size, modification time, content hash), so
         :meth:`sync`, :meth:`remove` and :meth:`add` can later replace or delete a file's chunks.
@@ -237,9 +268,11 @@ class MilvusIndex:
             InputError: no text, a chunk over 65 535 bytes, bad metadata, or the collection
                 exists and ``overwrite`` is not given.
             CollectionError: Milvus refused a step (then the old collection, if any, is unchanged).
+            ConfigError: ``lexical_scorer`` is not bm25 or sparse, or sparse without a sparse model.
             MissingExtraError: pymilvus or milvus-lite is not installed.
         """
         check_chunking(chunk_size, overlap, boundaries)
+        model = sparse_model(lexical_scorer, encoder)
         documents = one_file_per_source(documents)
         texts, lines, counts = chunk_documents(documents, 0, chunk_size, overlap, boundaries)
         if not lines:
@@ -255,6 +288,9 @@ class MilvusIndex:
                                  "--overwrite to rebuild")
             vectors = embed_batches(encoder, texts, batch_size, progress)
             rows = chunk_rows(lines, vectors, per_chunk(columns, counts))
+            if model is not None:
+                for row, learned in zip(rows, encode_rows(model, texts, batch_size)):
+                    row[SPARSE_FIELD] = learned
             properties = {
                 _P + "format": MILVUS_FORMAT, _P + "format_version": str(MILVUS_FORMAT_VERSION),
                 _P + "encoder": encoder_id(encoder), _P + "dimension": str(vectors.shape[1]),
@@ -262,10 +298,10 @@ class MilvusIndex:
                 _P + "boundaries": boundaries,
                 _P + "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
                 _P + "analyzer": ENGLISH.name, NEXT_ID: str(len(rows)),
-                **({_BUNDLE: json.dumps(record)} if record else {}),
+                **({_BUNDLE: json.dumps(record)} if record else {}), **lexical_property(model),
             }
             temporary = f"{name}{BUILDING}{secrets.token_hex(4)}"
-            schema, indexes = collection_schema(client, int(vectors.shape[1]))
+            schema, indexes = collection_schema(client, int(vectors.shape[1]), learned_sparse=model is not None)
             call(location, "create_collection (Milvus 2.5+ is needed for full-text search)", client.create_collection,
                  temporary, schema=schema, index_params=indexes, properties=properties)
             try:
@@ -461,6 +497,49 @@ class MilvusIndex:
             scores[position] = found.get(int(chunk_id), 0.0)
         return scores
 
+    def sparse_search(self, query: str, k: int, *, model: Any = None) -> tuple[np.ndarray, np.ndarray]:
+        """Milvus's sparse (IP) search over the learned-sparse field: the ``k`` best ids with a positive score.
+
+        ``model`` encodes the query (default: the one the encoder given to :meth:`open` carries); it
+        must be the model whose vectors the collection holds.
+
+        Raises:
+            InputError: the collection holds no learned-sparse vectors, or no sparse model is at hand.
+            CollectionError: ``model`` is another model, or Milvus refused the search.
+        """
+        return _ranked(self._sparse_hits(query, min(k, _TOP_K), "", model), np.float64)
+
+    def sparse_scores(self, text: str, ids: Sequence[int], *, model: Any = None) -> np.ndarray:
+        """The sparse model's score of ``text`` for each of ``ids`` (0 where no term is shared)."""
+        scores = np.zeros(len(ids), dtype=np.float64)
+        unique = sorted({int(i) for i in ids})
+        found: dict[int, float] = {}
+        for lo in range(0, len(unique), _TOP_K):
+            part = unique[lo : lo + _TOP_K]
+            found.update(self._sparse_hits(text, len(part), id_filter(part), model))
+        for position, chunk_id in enumerate(ids):
+            scores[position] = found.get(int(chunk_id), 0.0)
+        return scores
+
+    def _sparse_hits(self, text: str, limit: int, id_filter: str, model: Any) -> list[tuple[int, float]]:
+        where = f"collection {self.location.label}"
+        if self.sparse_model_id is None:
+            raise InputError(f"{where} holds no learned-sparse vectors; rebuild it with --lexical-scorer sparse")
+        model = model if model is not None else self.sparse_encoder
+        if model is None:
+            raise InputError(f"{where} was built with the sparse model {self.sparse_model_id!r}: open it with the "
+                             "bundle that holds it")
+        self.check_sparse_model(model)
+        if limit <= 0 or self.count == 0:
+            return []
+        query = as_milvus(model.encode_sparse([text])[0])
+        if not query:
+            return []
+        hits = call(self.location, "sparse search", self.client.search, self.location.collection, data=[query],
+                    anns_field=SPARSE_FIELD, limit=limit, filter=id_filter, output_fields=["id"],
+                    search_params={"metric_type": "IP"})[0]
+        return [(int(h["id"]), float(h["distance"])) for h in hits if float(h["distance"]) > 0.0]
+
     def info(self) -> dict[str, Any]:
         """A summary: backend, location, counts, encoder, chunking and what Milvus indexes."""
         files, documents = source_counts(self)
@@ -477,6 +556,8 @@ class MilvusIndex:
             "format_version": int(self.properties[_P + "format_version"]),
             "analyzer": self.analyzer.record(),
             "full_text_search": self.full_text,
+            "lexical_scorer": self.lexical_scorer,
+            **({"sparse_model": self.sparse_model_id} if self.sparse_model_id else {}),
         }
 
 

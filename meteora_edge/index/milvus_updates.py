@@ -27,6 +27,7 @@ from .chunk_records import Progress, chunk_documents, embed_batches
 from .chunking import stored_boundaries
 from .milvus_collection import (BUILDING, PREFIX, RECORD_FIELDS, call, chunk_rows, clean_leftovers, collection_schema,
                                 drop_quietly, insert_rows, switch_in)
+from .milvus_sparse import FIELD as SPARSE_FIELD, encode_rows, sparse_model
 from .milvus_sources import SOURCE_FIELDS, Pending, id_ranges, per_chunk, range_filters, source_columns
 from .updates import UpdatePlan
 
@@ -44,6 +45,7 @@ class WritableCollection(Protocol):
     count: int
     full_text: bool
     tracks_sources: bool
+    sparse_model_id: str | None
     next_id: int
     properties: dict[str, str]
     manifest: dict[str, Any]
@@ -54,6 +56,8 @@ class WritableCollection(Protocol):
 
     @classmethod
     def open(cls, location: MilvusLocation, *, client: Any = None) -> WritableCollection: ...
+
+    def check_sparse_model(self, model: Any) -> None: ...
 
     @property
     def sources(self) -> dict[str, SourceEntry]: ...
@@ -98,8 +102,10 @@ def apply_plan(index: WritableCollection, plan: UpdatePlan, encoder: EncoderLike
     if index.count - len(removed) + len(lines) == 0:
         raise InputError(f"this would delete every chunk of collection {index.location.label}; drop it instead, "
                          "or build a new one")
-    vectors = _stored_or_embedded(index, texts, encoder, batch_size, progress)
+    vectors, learned = _stored_or_embedded(index, texts, encoder, batch_size, progress)
     rows = chunk_rows(lines, vectors, per_chunk(source_columns(plan.add), counts))
+    for row, vector in zip(rows, learned or ()):
+        row[SPARSE_FIELD] = vector
     if touched:
         rows += _touched_rows(index, touched, plan.touch, index.next_id + len(rows))
         removed = sorted({*removed, *(i for key in touched for i in table[key].chunk_ids())})
@@ -112,23 +118,35 @@ def apply_plan(index: WritableCollection, plan: UpdatePlan, encoder: EncoderLike
 
 
 def _stored_or_embedded(index: WritableCollection, texts: Sequence[str], encoder: EncoderLike | None, batch_size: int,
-                        progress: Progress | None) -> np.ndarray:
-    """The new chunks' vectors: the stored vector of a chunk with the same text (a renamed file, the
-    unchanged parts of an edited one), else embedded."""
+                        progress: Progress | None) -> tuple[np.ndarray, list[dict[int, float]] | None]:
+    """The new chunks' vectors, and their learned-sparse ones when the collection holds them: those of
+    a stored chunk with the same text (a renamed file, the unchanged parts of an edited one), else encoded.
+
+    Raises:
+        CollectionError: the collection holds sparse vectors and ``encoder`` carries another sparse model.
+        ConfigError: it holds sparse vectors and ``encoder`` carries no sparse model.
+    """
     dimension = int(index.manifest["encoder"]["dimension"])
     out = np.zeros((len(texts), dimension), dtype=np.float32)
+    sparse = index.sparse_model_id is not None
     if not texts:
-        return out
+        return out, [] if sparse else None
     hashes = [hashlib.sha256(t.encode(errors="surrogatepass")).hexdigest() for t in texts]
-    stored = rows_by_hash(index, hashes, ["sha256", "vector"])
+    stored = rows_by_hash(index, hashes, ["sha256", "vector", *([SPARSE_FIELD] if sparse else [])])
     embed = [i for i, h in enumerate(hashes) if h not in stored]
     for i, h in enumerate(hashes):
         if h in stored:
             out[i] = stored[h]["vector"]
+    learned = [dict(stored[h][SPARSE_FIELD]) if h in stored else {} for h in hashes] if sparse else None
     if embed:
         assert encoder is not None  # only a remove passes none, and it adds no chunk
+        if learned is not None:
+            model = sparse_model("sparse", encoder)
+            index.check_sparse_model(model)
+            for i, vector in zip(embed, encode_rows(model, [texts[i] for i in embed], batch_size)):
+                learned[i] = vector
         out[embed] = embed_batches(encoder, [texts[i] for i in embed], batch_size, progress)
-    return normalize_rows(out).astype(np.float32)
+    return normalize_rows(out).astype(np.float32), learned
 
 
 def rows_by_hash(index: WritableCollection, hashes: Sequence[str], fields: list[str]) -> dict[str, dict[str, Any]]:
@@ -152,7 +170,7 @@ def _touched_rows(index: WritableCollection, keys: list[str], states: dict[str, 
                   start: int) -> list[dict[str, Any]]:
     """The rows of sources that were touched but read the same, numbered from ``start``, with their new size and time."""
     ids = [i for key in keys for i in index.sources[key].chunk_ids()]
-    fields = ["vector", *RECORD_FIELDS, *SOURCE_FIELDS]
+    fields = ["vector", *RECORD_FIELDS, *SOURCE_FIELDS, *([SPARSE_FIELD] if index.sparse_model_id else [])]
     found = index.fetch_rows(ids, fields)
     rows = []
     for key in keys:
@@ -228,7 +246,8 @@ def _migrate(index: WritableCollection) -> None:
     name, location = index.location.collection, index.location
     temporary = f"{name}{BUILDING}{secrets.token_hex(4)}"
     schema, indexes = collection_schema(index.client, int(index.manifest["encoder"]["dimension"]),
-                                        english=_P + "analyzer" in index.properties, full_text=index.full_text)
+                                        english=_P + "analyzer" in index.properties, full_text=index.full_text,
+                                        learned_sparse=index.sparse_model_id is not None)
     properties = {k: v for k, v in index.properties.items() if k.startswith(_P) and k != PENDING}
     properties[_P + "format_version"] = str(FORMAT_VERSION)
     call(location, "create_collection", index.client.create_collection, temporary, schema=schema,
@@ -236,8 +255,9 @@ def _migrate(index: WritableCollection) -> None:
     top = -1
     try:
         batch: list[dict[str, Any]] = []
-        for row in index.each_record(["id", "vector", *RECORD_FIELDS]):
-            batch.append({k: row.get(k) for k in ("id", "vector", *RECORD_FIELDS)})
+        copied = ("id", "vector", *RECORD_FIELDS, *([SPARSE_FIELD] if index.sparse_model_id else []))
+        for row in index.each_record(list(copied)):
+            batch.append({k: row.get(k) for k in copied})
             top = max(top, int(row["id"]))
             if len(batch) == collection.INSERT_BATCH:
                 call(location, "insert", index.client.insert, temporary, batch)

@@ -20,9 +20,11 @@ buckets up to distance 128, precomputed for every position pair as an int64 tabl
 graph slices to the sequence length) looks up one bias per head.
 
 With a masked-language-model head (``BertForMaskedLM``, e.g. SPLADE) the graph also outputs
-``logits`` (``batch × sequence × vocabulary``: transform dense + GELU + LayerNorm, then the
-decoder tied to the word embeddings + its bias) and ``sparse`` (``batch × vocabulary``: log(1 +
-ReLU(logits)) over the attention mask, max-pooled over the tokens, as SPLADE scores).
+``sparse`` (``batch × vocabulary``: log(1 + ReLU(logits)) over the attention mask, max-pooled
+over the tokens, as SPLADE scores, where the logits are the transform dense + GELU + LayerNorm,
+then the decoder tied to the word embeddings + its bias). It computes the max before the
+activation (see ``_mlm_head``) and has no ``logits`` output: the ``batch × sequence ×
+vocabulary`` tensor is written once and read once by the max.
 
 Example:
     >>> from meteora_edge.models.checkpoint import read_bert_checkpoint
@@ -46,7 +48,7 @@ from .checkpoint import BertCheckpoint, BertConfig
 __all__ = ["OPSET", "OUTPUTS", "build_bert_graph", "write_bert_onnx", "relative_buckets"]
 
 OPSET = 17  # LayerNormalization is an ONNX op from 17; the export's default opset too
-OUTPUTS = {"none": ("last_hidden_state",), "mlm": ("last_hidden_state", "logits", "sparse")}
+OUTPUTS = {"none": ("last_hidden_state",), "mlm": ("last_hidden_state", "sparse")}
 _BATCH, _SEQUENCE = "batch_size", "sequence_length"
 
 
@@ -185,23 +187,40 @@ def _layer(g: _Graph, t: Any, x: str, mask: str, n: int, heads: int, head_size: 
                         f"{prefix}/output/LayerNorm", f"{key}.output.LayerNorm", eps)
 
 
-def _mlm_head(g: _Graph, t: Any, hidden: str, mask_f: str, eps: float) -> tuple[str, str]:
-    """The MLM logits and SPLADE's max-pooled log(1 + ReLU(logits)) over the attention mask."""
+def _mlm_head(g: _Graph, t: Any, hidden: str, mask: str, mask_f: str, eps: float) -> str:
+    """SPLADE's max over the attention mask of log(1 + ReLU(logits)), taken before the activation.
+
+    log(1 + ReLU(·)) never decreases and the decoder bias is the same for every token, so the
+    max over tokens of log(1 + ReLU(x·W + b)) is log(1 + ReLU(max(x·W) + b)): the graph takes the
+    max of the bias-free projection and runs the bias, ReLU and log on the ``batch × vocabulary``
+    vector only, not on the ``batch × sequence × vocabulary`` logits. A padding token's row is
+    replaced by a copy of the first unmasked token's (a copy cannot change a max, and the MatMul
+    weights stay as they are for the int8 recipes); a row with no unmasked token scores zero.
+    """
     x = g.linear(hidden, t("cls.predictions.transform.dense.weight"), t("cls.predictions.transform.dense.bias"),
                  "/cls/predictions/transform/dense", "cls.predictions.transform.dense")
     x = g.gelu(x, "/cls/predictions/transform/transform_act_fn")
     x = g.layer_norm(x, t("cls.predictions.transform.LayerNorm.weight"), t("cls.predictions.transform.LayerNorm.bias"),
                      "/cls/predictions/transform/LayerNorm", "cls.predictions.transform.LayerNorm", eps)
-    logits = g.linear(x, t("cls.predictions.decoder.weight"), t("cls.predictions.bias"), "/cls/predictions/decoder",
-                      "cls.predictions.decoder")
-    g.nodes.append(g.helper.make_node("Identity", [logits], ["logits"], name="/cls/predictions/Identity"))
-    activated = g.node("Log", [g.node("Add", [g.node("Relu", ["logits"], "/sparse/Relu"), "const_one"], "/sparse/Add")],
+    first = g.node("ArgMax", [mask_f], "/sparse/ArgMax", axis=1, keepdims=1)  # (batch, 1): the first unmasked token
+    hidden_size = t("cls.predictions.transform.dense.bias").shape[0]
+    index = g.node("Expand", [g.node("Unsqueeze", [first, "const_axis2"], "/sparse/Unsqueeze_first"),
+                              g.weight("const_1_1_hidden", np.array([1, 1, hidden_size], np.int64))],
+                   "/sparse/Expand")  # (batch, 1, hidden): that token's index for every hidden unit
+    copy = g.node("GatherElements", [x, index], "/sparse/GatherElements", axis=1)  # (batch, 1, hidden)
+    keep = g.node("Unsqueeze", [g.node("Cast", [mask], "/sparse/Cast_bool", to=g.onnx.TensorProto.BOOL),
+                                "const_axis2"], "/sparse/Unsqueeze_mask")
+    x = g.node("Where", [keep, x, copy], "/sparse/Where")
+    decoder = g.weight("onnx::MatMul_cls.predictions.decoder", t("cls.predictions.decoder.weight").T)
+    projected = g.node("MatMul", [x, decoder], "/cls/predictions/decoder/MatMul")
+    peak = g.node("ReduceMax", [projected], "/sparse/ReduceMax", axes=[1], keepdims=0)  # (batch, vocabulary)
+    logit = g.node("Add", [peak, g.weight("cls.predictions.decoder.bias", t("cls.predictions.bias"))],
+                   "/cls/predictions/decoder/Add")
+    activated = g.node("Log", [g.node("Add", [g.node("Relu", [logit], "/sparse/Relu"), "const_one"], "/sparse/Add")],
                        "/sparse/Log")
-    token_mask = g.node("Unsqueeze", [mask_f, "const_axis2"], "/sparse/Unsqueeze")
-    masked = g.node("Mul", [activated, token_mask], "/sparse/Mul")
-    g.nodes.append(g.helper.make_node("ReduceMax", [masked], ["sparse"], name="/sparse/ReduceMax", axes=[1],
-                                      keepdims=0))
-    return "logits", "sparse"
+    any_token = g.node("ReduceMax", [mask_f], "/sparse/ReduceMax_mask", axes=[1], keepdims=1)  # (batch, 1)
+    g.nodes.append(g.helper.make_node("Mul", [activated, any_token], ["sparse"], name="/sparse/Mul"))
+    return "sparse"
 
 
 def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET, check: bool = True) -> Any:
@@ -234,9 +253,8 @@ def build_bert_graph(checkpoint: BertCheckpoint, *, opset: int = OPSET, check: b
     g.nodes.append(helper.make_node("Identity", [hidden], ["last_hidden_state"], name="/encoder/Identity"))
     outputs = [helper.make_tensor_value_info("last_hidden_state", tp.FLOAT, [_BATCH, _SEQUENCE, config.hidden_size])]
     if checkpoint.head == "mlm":
-        _mlm_head(g, t, "last_hidden_state", mask_f, eps)
-        outputs += [helper.make_tensor_value_info("logits", tp.FLOAT, [_BATCH, _SEQUENCE, config.vocab_size]),
-                    helper.make_tensor_value_info("sparse", tp.FLOAT, [_BATCH, config.vocab_size])]
+        _mlm_head(g, t, "last_hidden_state", "attention_mask", mask_f, eps)
+        outputs.append(helper.make_tensor_value_info("sparse", tp.FLOAT, [_BATCH, config.vocab_size]))
     names = ("input_ids", "attention_mask") if config.relative_buckets else ("input_ids", "attention_mask", "token_type_ids")
     inputs = [helper.make_tensor_value_info(name, tp.INT64, [_BATCH, _SEQUENCE]) for name in names]
     used = {name for node in g.nodes for name in node.input}

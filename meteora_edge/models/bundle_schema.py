@@ -102,7 +102,7 @@ KINDS: Mapping[str, KindSpec] = {
         "vocabulary": (_int(1, 10_000_000), "a positive integer (the sparse vector's length)"),
         "inputs": (_STRINGS, "a list of input names"),
         "output": (_is(str), "an output name"),
-        "logits": (_is(str), "an output name"),
+        "logits": (_is(str), "an output name"),  # recorded by bundles whose graph also output the MLM logits
     }),
     "cross_encoder": KindSpec(("tokenizer",), ("fp32", "int8"), {
         **_ONNX_COMMON,

@@ -78,7 +78,7 @@ class BuildRecipe:
 
     Args:
         architecture: ``bert`` or ``mpnet`` (the ones the graph builder writes).
-        head: ``none`` (``last_hidden_state``) or ``mlm`` (also ``logits`` and ``sparse``; BERT only).
+        head: ``none`` (``last_hidden_state``) or ``mlm`` (also ``sparse``; BERT only).
         variants: the int8 variants built beside fp32 (a subset of ``int8``, ``int8-dot``).
         archive: ``zip`` when the entry's weights (joined from its parts) are a zip archive
             whose members are the checkpoint's files (``onnx.files`` rows then name a

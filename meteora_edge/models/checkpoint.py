@@ -31,7 +31,7 @@ from ..errors import MissingExtraError, ModelError
 
 __all__ = ["HEADS", "ARCHITECTURES", "BertConfig", "BertCheckpoint", "read_bert_config", "read_bert_checkpoint"]
 
-HEADS = ("none", "mlm")  # "mlm": the masked-language-model head (SPLADE's logits) is read too
+HEADS = ("none", "mlm")  # "mlm": the masked-language-model head (SPLADE's vocabulary weights) is read too
 ARCHITECTURES = {"bert": ("BertModel", "BertForMaskedLM", "BertForPreTraining"),
                  "mpnet": ("MPNetModel", "MPNetForMaskedLM")}  # model_type → the classes whose encoder is read
 _FIX = "give a BERT or MPNet checkpoint as transformers saves it (model.safetensors + config.json)"

@@ -167,8 +167,7 @@ def build_encoder_files(entry: CatalogEntry, paths: Mapping[str, Path], stage: P
         roles[variant] = MODEL_FILES[variant]
     settings: dict[str, Any] = {"max_length": max_length, "pad_id": pad_id, "opset": OPSET}
     if recipe.head == "mlm":
-        settings.update({"dimension": bert.hidden_size, "vocabulary": bert.vocab_size, "output": "sparse",
-                         "logits": "logits"})
+        settings.update({"dimension": bert.hidden_size, "vocabulary": bert.vocab_size, "output": "sparse"})
     else:
         settings.update({"dimension": bert.hidden_size, "pooling": str(entry.settings.get("pooling", "mean")),
                          "normalize": bool(entry.settings.get("normalize", True)), "output": "last_hidden_state",

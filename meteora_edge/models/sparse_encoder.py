@@ -12,7 +12,8 @@ Each text keeps its :data:`DEFAULT_MAX_TERMS` heaviest terms (SPLADE-tiny gives 
 passages; it bounds memory and the postings of an index). A vector is a :class:`SparseVector`: term ids ascending, float32 weights.
 
 The vocabulary head (``hidden × vocab`` per token) costs most of the time, so batches are capped
-in tokens (``max_batch_tokens``): the head's intermediate ``(tokens, vocab)`` logits grow with it.
+in tokens (``max_batch_tokens``): the head's intermediate ``(tokens, vocab)`` projection grows with
+it, and it is cheapest while it stays in the CPU's cache (:data:`DEFAULT_BATCH_TOKENS`).
 
 Example:
     >>> enc = OnnxSparseEncoder.from_bundle("models/bundles/default")  # doctest: +SKIP
@@ -36,7 +37,7 @@ from .bundle import Bundle, sha256_file
 from .onnx_session import create_session, feed_for, load_tokenizer, pad_encodings, tokenize_batch
 from .sparse_index import SparseVector, sparsify
 
-__all__ = ["DEFAULT_MAX_TERMS", "SPARSE_KIND", "OnnxSparseEncoder"]
+__all__ = ["DEFAULT_BATCH_TOKENS", "DEFAULT_MAX_TERMS", "SPARSE_KIND", "OnnxSparseEncoder"]
 
 #: Terms kept per text (the heaviest; ties to the lower term id).
 DEFAULT_MAX_TERMS = 256
@@ -45,6 +46,12 @@ SPARSE_KIND = "sparse_encoder"
 _OUTPUT = "sparse"
 _VARIANTS = ("fp32", "int8-dot", "int8")
 
+
+#: Tokens per model call (texts × padded length; a longer text runs alone). The head's ``(tokens, vocab)``
+#: projection is written by the MatMul and read back by the max over tokens: at 64 tokens (7.8 MB) it
+#: mostly stays in cache. One thread, 40 HotpotQA sentences: 108 ms at 64 tokens against 184 ms at
+#: 512 (Intel Xeon, AVX-512, AMX); paragraphs alike (0.81 s against 0.89 s for 60).
+DEFAULT_BATCH_TOKENS = 64
 
 class OnnxSparseEncoder:
     """A SPLADE model run by onnxruntime: texts to :class:`SparseVector`.
@@ -55,7 +62,7 @@ class OnnxSparseEncoder:
         max_length: tokens per text, including special tokens (longer texts are truncated).
         max_terms: terms kept per text (the heaviest).
         threads: onnxruntime intra-op threads.
-        max_batch_tokens: cap on ``texts × padded length`` per model call.
+        max_batch_tokens: cap on ``texts × padded length`` per model call (see :data:`DEFAULT_BATCH_TOKENS`).
         pad_id: the padding token id.
         identity: what indexes and traces record; derived from the model's sha256 when absent.
         output: the graph's output holding the pooled vectors.
@@ -74,7 +81,7 @@ class OnnxSparseEncoder:
         max_length: int = 256,
         max_terms: int = DEFAULT_MAX_TERMS,
         threads: int = 1,
-        max_batch_tokens: int = 512,
+        max_batch_tokens: int = DEFAULT_BATCH_TOKENS,
         pad_id: int = 0,
         identity: str | None = None,
         output: str = _OUTPUT,

@@ -56,7 +56,7 @@ def test_the_built_graph_computes_bert_on_a_padded_batch(tmp_path, mlm, legacy):
     folder = write_checkpoint(tmp_path / "ckpt", weights)
     checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json", head="mlm" if mlm else "none")
     outputs = write_bert_onnx(checkpoint, tmp_path / "model.onnx")
-    assert outputs == (["last_hidden_state", "logits", "sparse"] if mlm else ["last_hidden_state"])
+    assert outputs == (["last_hidden_state", "sparse"] if mlm else ["last_hidden_state"])
     session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
     assert [i.name for i in session.get_inputs()] == ["input_ids", "attention_mask", "token_type_ids"]
     ids, mask = _ids(TEXTS)
@@ -66,13 +66,36 @@ def test_the_built_graph_computes_bert_on_a_padded_batch(tmp_path, mlm, legacy):
     rows = mask.astype(bool)
     np.testing.assert_allclose(got["last_hidden_state"][rows], want["last_hidden_state"][rows], atol=2e-5)
     if mlm:
-        np.testing.assert_allclose(got["logits"][rows], want["logits"][rows], atol=5e-5)
-        np.testing.assert_allclose(got["sparse"], want["sparse"], atol=5e-5)
+        np.testing.assert_allclose(got["sparse"], want["sparse"], atol=5e-5)  # padding tokens never win the max
         assert got["sparse"].shape == (len(TEXTS), CONFIG["vocab_size"])
         assert (got["sparse"] >= 0).all() and (got["sparse"] > 0).any()
     alone = session.run(["last_hidden_state"], {"input_ids": ids[2:, :3], "attention_mask": mask[2:, :3],
                                                 "token_type_ids": np.zeros_like(ids[2:, :3])})[0]
     np.testing.assert_allclose(alone[0], got["last_hidden_state"][2, :3], atol=1e-5)  # padding changes nothing
+
+
+def test_the_sparse_head_takes_the_max_before_the_activation(tmp_path):
+    """Only the decoder MatMul and one max over the tokens touch a ``batch × sequence × vocabulary``
+    tensor; bias, ReLU and log run on the pooled ``batch × vocabulary`` one, and a row without an
+    unmasked token scores zero."""
+    import onnx
+    import onnxruntime as ort
+
+    weights = tensors(mlm=True)
+    folder = write_checkpoint(tmp_path / "ckpt", weights)
+    checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json", head="mlm")
+    write_bert_onnx(checkpoint, tmp_path / "model.onnx")
+    graph = onnx.load(str(tmp_path / "model.onnx")).graph
+    decoder = next(n for n in graph.node if n.name == "/cls/predictions/decoder/MatMul")
+    readers = [n for n in graph.node if decoder.output[0] in n.input]
+    assert [(n.op_type, list(n.attribute[0].ints)) for n in readers if n.attribute] == [("ReduceMax", [1])]
+    assert len(readers) == 1
+    session = ort.InferenceSession(str(tmp_path / "model.onnx"), providers=["CPUExecutionProvider"])
+    ids, mask = _ids(TEXTS)
+    mask[1] = 0
+    sparse = session.run(["sparse"], {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)})[0]
+    assert not sparse[1].any() and sparse[0].any()
+    np.testing.assert_allclose(sparse[[0, 2]], forward(weights, ids[[0, 2]], mask[[0, 2]])["sparse"], atol=5e-5)
 
 
 @pytest.fixture
