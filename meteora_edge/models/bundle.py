@@ -125,7 +125,8 @@ class Bundle:
         """
         root = Path(path)
         if not root.is_dir():
-            raise BundleError(f"bundle directory not found: {root}; export one with 'meteora-edge export'")
+            raise BundleError(f"bundle directory not found: {root}; make one with 'meteora-edge models install "
+                              f"minilm-l6-v2 --bundle {root}' (no torch), or export your own with 'meteora-edge export'")
         manifest_path = root / MANIFEST_NAME
         if not manifest_path.exists():
             raise BundleError(f"{root} has no {MANIFEST_NAME}; it is not a meteora-edge bundle")

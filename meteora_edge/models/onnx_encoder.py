@@ -159,7 +159,8 @@ class OnnxEncoder(PieceVectors):
         self._cache_key = cache_key
         self.precision_choice: dict[str, str] | None = None
         if not self.model_path.is_file():
-            raise ModelError(f"ONNX model not found: {self.model_path}; export one with 'meteora-edge export encoder'")
+            raise ModelError(f"ONNX model not found: {self.model_path}; install one with 'meteora-edge models install "
+                             "minilm-l6-v2 --bundle DIR' (no torch), or export one with 'meteora-edge export encoder'")
         self._identity = identity
         self._load_lock = threading.Lock()
         self._session: Any = None

@@ -110,8 +110,10 @@ def test_malformed_manifests_are_refused(bundle, content, message):
 
 
 def test_not_a_bundle(tmp_path):
-    with pytest.raises(BundleError, match="bundle directory not found"):
+    with pytest.raises(BundleError, match="bundle directory not found") as missing:
         OnnxEncoder.from_bundle(tmp_path / "nowhere")
+    message = str(missing.value)  # a new user is pointed at the torch-free install first
+    assert message.index("meteora-edge models install minilm-l6-v2") < message.index("meteora-edge export")
     with pytest.raises(BundleError, match="has no manifest.json; it is not a meteora-edge bundle"):
         OnnxEncoder.from_bundle(tmp_path)
 
