@@ -6,9 +6,7 @@ from __future__ import annotations
 import shutil
 from typing import Any, BinaryIO
 
-from ..errors import ConfigError
-from ..models.encoders import EncoderLike
-from ..models.sparse_index import SparseIndex, sparse_encoder_of
+from ..models.sparse_index import SparseIndex, sparse_model
 from .generations import GenerationWriter
 from .manifest import ANN_FILE, SOURCES_FILE, utc_now
 from .posting_spool import PostingSpool
@@ -53,19 +51,6 @@ def write_build(
         else:
             out.write(encode_table(table.values()))
     writer.finish({**manifest, "count": int(vectors.shape[0]), "updated": utc_now()})
-
-
-def sparse_model(lexical_scorer: str, encoder: EncoderLike) -> Any:
-    """The learned sparse model a build with ``lexical_scorer`` needs (None for BM25 alone)."""
-    if lexical_scorer not in ("bm25", "sparse"):
-        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
-    if lexical_scorer == "bm25":
-        return None
-    model = sparse_encoder_of(encoder)
-    if model is None:
-        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
-                          "component (meteora-edge models install splade-tiny), or use bm25")
-    return model
 
 
 def sparse_postings(model: Any, texts: Any, batch_size: int) -> SparseIndex:

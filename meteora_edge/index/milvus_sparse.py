@@ -16,8 +16,8 @@ import json
 from collections.abc import Sequence
 from typing import Any
 
-from ..errors import CollectionError, ConfigError
-from ..models.sparse_index import SparseVector, sparse_encoder_of
+from ..errors import CollectionError
+from ..models.sparse_index import SparseVector, sparse_model
 from .milvus_collection import LEARNED_SPARSE, PREFIX
 
 __all__ = ["FIELD", "PROPERTY", "as_milvus", "lexical_property", "recorded_model", "sparse_model",
@@ -56,23 +56,6 @@ def recorded_model(properties: dict[str, str], fields: Sequence[str], where: str
     if FIELD not in fields:
         raise CollectionError(f"collection {where} records sparse postings but has no {FIELD!r} field; rebuild it")
     return str(record["model"])
-
-
-def sparse_model(lexical_scorer: str, encoder: Any) -> Any:
-    """The learned sparse model a build with ``lexical_scorer`` needs (None for BM25 alone).
-
-    Raises:
-        ConfigError: an unknown scorer, or ``"sparse"`` with an encoder that carries no sparse model.
-    """
-    if lexical_scorer not in ("bm25", "sparse"):
-        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
-    if lexical_scorer == "bm25":
-        return None
-    model = sparse_encoder_of(encoder)
-    if model is None:
-        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
-                          "component (meteora-edge models install splade-tiny)")
-    return model
 
 
 def encode_rows(model: Any, texts: Sequence[str], batch_size: int) -> list[dict[int, float]]:

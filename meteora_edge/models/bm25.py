@@ -28,7 +28,7 @@ import numpy as np
 
 from ..errors import ConfigError, LocalIndexError
 from .analyzer import DEFAULT_ANALYZER, LEGACY_ANALYZER, Analyzer
-from .vectors import top_k_indices
+from .vectors import best_positive
 
 __all__ = ["BM25Index", "bm25_tokens", "okapi_idf", "document_norms", "posting_weights", "BM25_ARRAYS", "BM25_VOCAB"]
 
@@ -242,15 +242,7 @@ class BM25Index:
         Returns:
             ``(doc_ids, scores)``.
         """
-        scores = self.text_scores(query)
-        if within is not None:
-            mask = np.full(scores.shape, -np.inf)
-            ids = np.asarray(within, dtype=np.int64)
-            mask[ids] = scores[ids]
-            scores = mask
-        best = top_k_indices(scores, k)
-        best = best[scores[best] > 0]
-        return best, scores[best]
+        return best_positive(self.text_scores(query), k, within)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The stored arrays by file name (see :data:`BM25_ARRAYS`)."""

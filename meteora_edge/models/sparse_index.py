@@ -24,7 +24,7 @@ from typing import Any
 import numpy as np
 
 from ..errors import ConfigError, InputError, LocalIndexError
-from .vectors import top_k_indices
+from .vectors import best_positive
 
 __all__ = ["SparseIndex", "SparseVector", "SPARSE_ARRAYS", "sparsify", "sparse_encoder_of"]
 
@@ -74,6 +74,23 @@ def sparsify(row: np.ndarray, max_terms: int) -> SparseVector:
         nonzero = np.sort(nonzero[keep])
     return SparseVector(nonzero.astype(np.int32), row[nonzero].astype(np.float32))
 
+
+
+def sparse_model(lexical_scorer: str, encoder: object) -> Any:
+    """The learned sparse model an index built with ``lexical_scorer`` needs (None for BM25 alone).
+
+    Raises:
+        ConfigError: an unknown scorer, or ``"sparse"`` with an encoder that carries no sparse model.
+    """
+    if lexical_scorer not in ("bm25", "sparse"):
+        raise ConfigError(f"lexical_scorer must be bm25 or sparse, got {lexical_scorer!r}")
+    if lexical_scorer == "bm25":
+        return None
+    model = sparse_encoder_of(encoder)
+    if model is None:
+        raise ConfigError("lexical_scorer 'sparse' needs a learned sparse model: give a bundle with a sparse_encoder "
+                          "component (meteora-edge models install splade-tiny), or use bm25")
+    return model
 
 
 def sparse_encoder_of(*sources: object) -> Any:
@@ -181,15 +198,7 @@ class SparseIndex:
 
     def search(self, query: str, k: int, *, within: Sequence[int] | None = None) -> tuple[np.ndarray, np.ndarray]:
         """The ``k`` best documents with a positive score, best first: ``(doc_ids, scores)``."""
-        scores = self.text_scores(query)
-        if within is not None:
-            mask = np.full(scores.shape, -np.inf)
-            ids = np.asarray(within, dtype=np.int64)
-            mask[ids] = scores[ids]
-            scores = mask
-        best = top_k_indices(scores, k)
-        best = best[scores[best] > 0]
-        return best, scores[best]
+        return best_positive(self.text_scores(query), k, within)
 
     def arrays(self) -> dict[str, np.ndarray]:
         """The stored arrays by file name (see :data:`SPARSE_ARRAYS`)."""
