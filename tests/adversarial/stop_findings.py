@@ -158,25 +158,6 @@ def line_separators() -> None:
     row("6 U+2028 in stdio answers", 2, lost=2 - good + (len(lines) - 2), tracebacks=proc.stderr.count(b"Traceback"))
 
 
-def _held(db: Path) -> bool:
-    """Whether a process holds Milvus Lite's lock on ``db`` (its ``LOCK`` file, flock-ed while open)."""
-    import fcntl
-
-    try:
-        fd = os.open(db / "LOCK", os.O_RDONLY)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except OSError:
-        return True
-    else:
-        fcntl.flock(fd, fcntl.LOCK_UN)
-        return False
-    finally:
-        os.close(fd)
-
-
 def milvus_lite(tmp: Path) -> None:
     """Item 7: Milvus Lite is one process: select while a sync runs, and sync while serve holds it."""
     work = tmp / "lite"
@@ -192,7 +173,9 @@ def milvus_lite(tmp: Path) -> None:
     sync = subprocess.Popen([sys.executable, "-m", "meteora_edge", "index", "sync", index, str(notes)], cwd=ROOT,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     until = time.monotonic() + 60
-    while not _held(db) and sync.poll() is None and time.monotonic() < until:
+    from meteora_edge.index.milvus_location import lite_in_use
+
+    while not lite_in_use(db) and sync.poll() is None and time.monotonic() < until:
         time.sleep(0.05)  # the selects start once the sync holds the database
     selects: list[subprocess.CompletedProcess[str]] = []
     for _ in range(2):  # two waves of five at once: each takes its turn with the sync and the others
