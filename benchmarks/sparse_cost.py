@@ -23,23 +23,10 @@ import sys
 import time
 from pathlib import Path
 
+from _dev_sets import HOTPOTQA, sentence_pools
 from _machine import machine_header, percentile
 
 ROOT = Path(__file__).resolve().parents[1]
-DATA = ROOT.parent / "shared" / "data" / "hotpotqa_distractor_dev50.json"
-
-
-def candidates(path: Path, per_query: int) -> list[tuple[str, list[str]]]:
-    items = json.loads(path.read_text(encoding="utf-8"))
-    pools = [[s.strip() for group in item["context"]["sentences"] for s in group if s.strip()] for item in items]
-    out = []
-    for i, item in enumerate(items):
-        chosen = list(pools[i])
-        following = (s for pool in pools[i + 1:] + pools[:i] for s in pool)
-        while len(chosen) < per_query:
-            chosen.append(next(following))
-        out.append((item["question"], chosen[:per_query]))
-    return out
 
 
 def paragraphs(path: Path) -> list[str]:
@@ -50,7 +37,7 @@ def paragraphs(path: Path) -> list[str]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--bundle", required=True, help="a bundle with an encoder and a sparse_encoder component")
-    parser.add_argument("--data", default=str(DATA))
+    parser.add_argument("--data", default=str(HOTPOTQA))
     parser.add_argument("--queries", type=int, default=20)
     parser.add_argument("--chunks", type=int, default=200, help="paragraphs encoded for the index-build figures")
     args = parser.parse_args()
@@ -69,7 +56,7 @@ def main() -> None:
     sparse = sparse_encoder_of(encoder)
     if sparse is None:
         raise SystemExit(f"{args.bundle} holds no sparse_encoder component")
-    questions = candidates(Path(args.data), 40)[: args.queries]
+    questions = sentence_pools(args.data, 40, args.queries)
     timings: dict[str, list[float]] = {"bm25": [], "sparse": []}
     for n, (question, passages) in enumerate([questions[0], *questions]):
         for scorer in ("bm25", "sparse") if n % 2 else ("sparse", "bm25"):
