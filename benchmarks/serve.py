@@ -10,8 +10,6 @@ select --index` as a fresh process for some of them; prints medians and p95 per 
 from __future__ import annotations
 
 import argparse
-import http.client
-import json
 import subprocess
 import sys
 import time
@@ -19,22 +17,11 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from _machine import machine_header, percentile  # noqa: E402
+from _machine import machine_header, percentile, post_select  # noqa: E402
 
 QUERIES = ["How much notice is needed to end the agreement?", "Who owns the confidential information?",
            "When are the fees due?", "What happens on termination?", "How does the agreement renew?",
            "What is the liability cap?"]
-
-
-def post(port: int, body: dict) -> float:
-    started = time.perf_counter()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=120)
-    conn.request("POST", "/v1/select", json.dumps(body), {"Content-Type": "application/json"})
-    response = conn.getresponse()
-    data = json.loads(response.read())
-    conn.close()
-    assert response.status == 200 and data["passages"], data
-    return (time.perf_counter() - started) * 1000
 
 
 def row(name: str, values: list[float]) -> str:
@@ -57,11 +44,11 @@ def main() -> None:
         port = int(server.stdout.readline().rsplit(":", 1)[1])
         print(f"server start (models and index loaded, listening): {(time.perf_counter() - started) * 1000:.0f} ms")
         bodies = [{"query": QUERIES[i % len(QUERIES)], "k_init": 20, "t_max": 300} for i in range(args.queries)]
-        post(port, bodies[0])  # warm-up
-        sequential = [post(port, b) for b in bodies]
+        post_select(port, bodies[0])  # warm-up
+        sequential = [post_select(port, b) for b in bodies]
         with ThreadPoolExecutor(2) as pool:
             t0 = time.perf_counter()
-            parallel = list(pool.map(lambda b: post(port, b), bodies))
+            parallel = list(pool.map(lambda b: post_select(port, b), bodies))
             wall = time.perf_counter() - t0
         processes = []
         for body in bodies[: args.cli_runs]:
