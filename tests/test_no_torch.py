@@ -62,12 +62,12 @@ def test_models_install_builds_a_checkpoint_into_onnx_with_torch_unimportable(tm
 
 @pytest.mark.slow
 def test_every_catalog_encoder_installs_with_torch_unimportable(tmp_path):
-    """The shipped encoders whose packages are installed here, ready (minilm-l6-v2) and built from
-    checkpoints (minilm-l6-v2-fp32, splade-tiny; mpnet-base-v2 when its five parts are installed)."""
+    """The shipped encoders whose packages are installed here, ready (minilm-l6-v2-int8) and built from
+    checkpoints (minilm-l6-v2, splade-tiny; mpnet-base-v2 when its five parts are installed)."""
     from meteora_edge.models.catalog import load_catalog
 
     encoders = [e for e in load_catalog() if e.role in ("encoder", "sparse_encoder")]
-    assert {e.name for e in encoders} >= {"minilm-l6-v2", "minilm-l6-v2-fp32", "splade-tiny", "mpnet-base-v2"}
+    assert {e.name for e in encoders} >= {"minilm-l6-v2", "minilm-l6-v2-int8", "splade-tiny", "mpnet-base-v2"}
     installed = []
     for entry in encoders:
         modules = [p.module for p in (*entry.parts, *entry.onnx.files.values()) if p.module]

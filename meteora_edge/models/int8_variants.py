@@ -11,8 +11,11 @@ Example:
 
 from __future__ import annotations
 
+import logging
 import os
 import re
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -35,6 +38,22 @@ INT8_RECIPES: dict[str, re.Pattern[str]] = {
     "int8-dot": re.compile(r"/layer\.[01]/output/dense/"),
 }
 INT8_FILES = {"int8": "model.int8.onnx", "int8-dot": "model.int8-dot.onnx"}
+
+
+@contextmanager
+def _quiet_root_logger() -> Iterator[None]:
+    """Keep the quantiser's advice off stderr: it logs "consider pre-processing" on the root logger at
+    every call (the graph is pre-optimised after quantising, :func:`preoptimize`), which would print
+    a stray ``WARNING:root:`` line under ``models install`` and ``export``."""
+    root = logging.getLogger()
+    level, quiet = root.level, logging.NullHandler()
+    root.addHandler(quiet)  # the root logger's own handler is not set up by the advice either
+    root.setLevel(logging.ERROR)
+    try:
+        yield
+    finally:
+        root.setLevel(level)
+        root.removeHandler(quiet)
 
 
 def quantize_int8(fp32: Path, int8: Path, *, recipe: str = "int8", extra: str = "onnx") -> dict[str, Any]:
@@ -63,10 +82,11 @@ def quantize_int8(fp32: Path, int8: Path, *, recipe: str = "int8", extra: str = 
     weights = {init.name for init in graph.initializer}
     matmuls = [n.name for n in graph.node if n.op_type == "MatMul" and len(n.input) == 2 and n.input[1] in weights]
     keep = [name for name in matmuls if INT8_RECIPES[recipe].search(name)]
-    quantize_dynamic(
-        str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
-        op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
-    )
+    with _quiet_root_logger():
+        quantize_dynamic(
+            str(fp32), str(int8), per_channel=True, weight_type=QuantType.QInt8,
+            op_types_to_quantize=["MatMul"], nodes_to_exclude=keep,
+        )
     embeddings = quantize_embedding_tables(int8)
     return {
         "recipe": recipe,

