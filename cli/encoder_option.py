@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import os
+
 import click
 
 from meteora_edge.models.encoders import EncoderLike
@@ -27,6 +29,24 @@ def _limit_numpy_threads(ctx: click.Context, param: click.Parameter, threads: in
 
 threads_option = click.option("--threads", type=click.IntRange(min=1), default=1, show_default=True,
                               callback=_limit_numpy_threads, help="CPU threads for the encoder and numpy.")
+# Index builds embed every chunk of a folder: they use the machine by default, as one one-thread
+# onnxruntime session per core (see encoder_from_options), at most this many (each session holds
+# its own copy of the model: 27-90 MB for MiniLM).
+BUILD_THREADS_CAP = 4
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on (its affinity mask where the system has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+build_threads_option = click.option(
+    "--threads", type=click.IntRange(min=1), default=lambda: min(BUILD_THREADS_CAP, usable_cores()),
+    show_default=f"the usable cores, at most {BUILD_THREADS_CAP}", callback=_limit_numpy_threads,
+    help="CPU threads for embedding (one encoder session each) and numpy.")
 precision_option = click.option(
     "--precision", type=click.Choice(PRECISIONS), default="auto", show_default=True,
     help="Which ONNX encoder of the bundle to run: auto picks by the CPU (int8-dot with VNNI/AMX/ARM "

@@ -19,7 +19,8 @@ from meteora_edge.index.local_index import LocalIndex
 from meteora_edge.index.milvus_location import MilvusLocation, milvus_location
 from meteora_edge.pipeline.request import reword
 
-from .encoder_option import bundle_option, cache_option, encoder_from_options, precision_option, threads_option
+from .encoder_option import bundle_option, build_threads_option, cache_option, encoder_from_options, precision_option
+from .encoder_option import threads_option
 from .index_location import check_encoder, index_bundle, open_index, quiet_milvus_logs
 from .output import emit_json
 from .progress import progress_option, progress_reporter
@@ -47,7 +48,7 @@ _follow_links_option = click.option(
 
 def _reading_and_embedding_options(command: Callable[..., Any]) -> Callable[..., Any]:
     """The options of every command that reads files and embeds them (build, add, sync), in help order."""
-    for option in reversed((_strict_option, _follow_links_option, bundle_option, threads_option, precision_option,
+    for option in reversed((_strict_option, _follow_links_option, bundle_option, build_threads_option, precision_option,
                             cache_option, progress_option)):
         command = option(command)
     return file_choice_options(command)
@@ -246,7 +247,7 @@ def sync(index_dir: str, inputs: tuple[str, ...], batch_size: int, checksum: boo
     """
     current = _updatable(index_dir)
     bundle = index_bundle(current, bundle, index_dir)
-    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id)
+    encoder = encoder_from_options(bundle, threads, precision, index_encoder=current.encoder_id, bulk=True)
     check_encoder(current, encoder, index_dir)
     report = SkipReport(verbose)
     choice = file_choice(include, exclude, no_ignore_files, max_file_size)
