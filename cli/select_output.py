@@ -41,10 +41,17 @@ def _shown(text: str, query: str | None, room: int, analyzer: Analyzer) -> str:
     return text if len(text) <= room else text[: room - 1] + ELLIPSIS
 
 
+_SOURCE_ROOM = 28  # the table's source column
+
+
 def _where(row: Mapping[str, Any], *, short: bool = False) -> str:
     source = str(row["source"] or "-")
     if short and len(source) > 20:
-        source = PurePath(source).name  # the table shows the file name; JSON keeps the path
+        # the table shows the file and its folder (a folder of packages holds many a README or
+        # copyright), or the name alone when both do not fit; JSON and text keep the path
+        path = PurePath(source)
+        both = f"{path.parent.name}/{path.name}" if path.parent.name else path.name
+        source = both if len(both) <= _SOURCE_ROOM - 10 else path.name
     meta = row.get("metadata")
     page = meta.get("page") if isinstance(meta, Mapping) else None
     if isinstance(page, int) and not isinstance(page, bool):
@@ -107,14 +114,14 @@ def _table(rows: Sequence[Mapping[str, Any]], result: PipelineResult, query: str
         line = f"rationale {r['index']} ({selection['rationale_source']}): " + (f"[{r['label']}] " if r["label"] else "")
         line += r["text"] + (f" | flag: {r['flag_instructions']}" if r["flag_instructions"] else "")
         lines.append(line if len(line) <= width else line[: width - 1] + "…")
-    header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<28} text (the sentence that matches)"
+    header = f"{'#':>3} {'id':>6} {'score':>7} {'tok':>5}  {'source':<{_SOURCE_ROOM}} text (the sentence that matches)"
     lines += [header, "-" * len(header)]
     analyzer = _analyzer(result)
     for r in rows:
         where = _where(r, short=True)
-        where = where if len(where) <= 28 else "…" + where[-27:]
+        where = where if len(where) <= _SOURCE_ROOM else "…" + where[-(_SOURCE_ROOM - 1):]
         room = max(20, width - 56)  # the columns before the text take 55 characters
-        lines.append(f"{r['rank']:>3} {str(r['id']):>6} {r['score']:7.3f} {str(r['tokens']):>5}  {where:<28} "
+        lines.append(f"{r['rank']:>3} {str(r['id']):>6} {r['score']:7.3f} {str(r['tokens']):>5}  {where:<{_SOURCE_ROOM}} "
                      f"{_shown(r['text'], query, room, analyzer)}")
     if not rows:
         lines.append("(no passage selected)")

@@ -4,6 +4,7 @@ one id space, the expansion-window default, and every input checked before any m
 from __future__ import annotations
 
 import json
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -182,3 +183,22 @@ def test_expansion_window_default_follows_the_chunks(tmp_path):
     assert window("--chunks", CLAUSES) == 0
     assert window("--chunks", CLAUSES, "--expansion-window", "2") == 2
     assert "ordered document" in run("select", "--help").stdout
+
+
+def test_the_table_tells_files_of_one_name_apart_by_their_folder(tmp_path):
+    """A folder of packages holds many a ``copyright``: the table shows ``curl/copyright``, not the name alone;
+    a folder and name too long for the column fall back to the name, and JSON keeps the whole path."""
+    root = tmp_path / "usr" / "share" / "doc"
+    long_folder = "a-package-with-a-very-long-name"
+    texts = ["The licence lets anyone copy the files.", "Anyone may change the files under the licence.",
+             "Copies and changed files keep this licence."]
+    chunks = [{"text": text, "source": str(root / name / "copyright"), "start_pos": 0, "end_pos": 50}
+              for text, name in zip(texts, ("curl", "git", long_folder))]
+    path = tmp_path / "chunks.json"
+    path.write_text(json.dumps(chunks))
+    result = run("select", "--chunks", str(path), "-q", "licence copy change files", "--format", "table", "--no-ecse")
+    assert result.exit_code == 0, result.output
+    shown = [line.split()[4] for line in result.stdout.splitlines() if re.match(r"\s+\d+\s+\d+\s", line)]
+    assert sorted(shown) == ["copyright:0-50", "curl/copyright:0-50", "git/copyright:0-50"], result.stdout
+    as_json = json.loads(run("select", "--chunks", str(path), "-q", "licence copy change files", "--no-ecse").stdout)
+    assert {p["source"] for p in as_json["passages"]} == {c["source"] for c in chunks}
