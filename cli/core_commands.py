@@ -22,8 +22,8 @@ from .output import check_output_path, chunks_json, stdout_is_unicode
 @click.option("--chunk-size", type=click.IntRange(min=1), default=256, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--boundaries", type=click.Choice(BOUNDARIES), default=DEFAULT_BOUNDARIES, show_default=True,
-              help="Where a chunk may end: after any word (fixed windows), or at a paragraph, list item or "
-                   "sentence break (text; a clause stays whole, --overlap only where a sentence is cut).")
+              help="Where a chunk may end: at a paragraph, list item or sentence break (text: a clause stays "
+                   "whole, --overlap only where a sentence is cut), or after any word (words: fixed windows).")
 @click.option("--output", "-o", type=click.Path(dir_okay=False), default=None, help="Write JSON here instead of stdout.")
 @click.option("--compact", is_flag=True, help="One-line JSON.")
 def chunk(file: str, chunk_size: int, overlap: int | None, boundaries: str, output: str | None, compact: bool) -> None:
@@ -37,7 +37,7 @@ def chunk(file: str, chunk_size: int, overlap: int | None, boundaries: str, outp
     \b
     Examples:
       meteora-edge chunk contract.txt --chunk-size 120 -o chunks.json
-      meteora-edge chunk contract.md --boundaries text -o clauses.json
+      meteora-edge chunk contract.md --chunk-size 60 -o clauses.json
       meteora-edge chunk report.pdf -o chunks.json
       gunzip -c notes.html.gz | meteora-edge chunk - > chunks.json
     """

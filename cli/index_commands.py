@@ -93,8 +93,8 @@ def _target(backend: str, out: str | None, uri: str | None, collection: str | No
 @click.option("--chunk-size", type=click.IntRange(min=1), default=200, show_default=True, help="Words per chunk.")
 @click.option("--overlap", type=click.IntRange(min=0), default=None, help="Words shared by neighbours [chunk-size // 10].")
 @click.option("--boundaries", type=click.Choice(BOUNDARIES), default=DEFAULT_BOUNDARIES, show_default=True,
-              help="Where a chunk may end: after any word (fixed windows), or at a paragraph, list item or "
-                   "sentence break (text; a clause stays whole, --overlap only where a sentence is cut).")
+              help="Where a chunk may end: at a paragraph, list item or sentence break (text: a clause stays "
+                   "whole, --overlap only where a sentence is cut), or after any word (words: fixed windows).")
 @click.option("--batch-size", type=click.IntRange(min=1), default=32, show_default=True, help="Chunks embedded per batch.")
 @click.option("--overwrite", is_flag=True, help="Replace an existing index at --out or collection (never anything else).")
 @click.option("--ann", type=click.Choice(ANN_KINDS), default=None,
@@ -123,7 +123,7 @@ def build(inputs: tuple[str, ...], out: str | None, backend: str, uri: str | Non
     \b
     Examples:
       meteora-edge index build examples/ --out corpus.idx --bundle models/bundles/default
-      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --boundaries text --overwrite
+      meteora-edge index build notes.md faq.jsonl --out corpus.idx --chunk-size 120 --boundaries words --overwrite
       meteora-edge index build ~/Documents --include '*.pdf' --include '*.docx' --exclude 'old/' --out docs.idx
       cat report.pdf | meteora-edge index build - --out report.idx --progress json
     """

@@ -29,9 +29,9 @@ def test_build_then_select_in_separate_processes_with_the_fallback_through_milvu
     built = _cli("index", "build", str(EXAMPLES / "corpus"), "--backend", "milvus", "--uri", "./x.db",
                  "--chunk-size", "40", cwd=tmp_path)
     assert built.returncode == 0, built.stderr
-    assert "into 17 chunks at milvus://./x.db?collection=x" in built.stderr
+    assert "into 22 chunks at milvus://./x.db?collection=x" in built.stderr
     info = json.loads(_cli("index", "info", "milvus://./x.db", cwd=tmp_path).stdout)
-    assert info["chunks"] == 17 and info["collection"] == "x" and info["full_text_search"] is True
+    assert info["chunks"] == 22 and info["collection"] == "x" and info["full_text_search"] is True
     selected = _cli("select", "--index", "milvus://./x.db", "-q", QUERY, "--k-init", "6", "--n-min", "4",
                     "--tau", "0.05", "--detail", "full", "--compact", cwd=tmp_path)
     assert selected.returncode == 0, selected.stderr

@@ -54,7 +54,7 @@ def test_the_termination_question_returns_the_termination_clauses(minilm):
 def test_the_demo_index_question_puts_the_90_day_clause_first(minilm, tmp_path):
     index = tmp_path / "demo.index"
     built = run("index", "build", str(CORPUS), "--out", str(index), "--bundle", str(minilm), "--chunk-size", "60",
-                "--no-cache")
+                "--boundaries", "words", "--no-cache")
     assert built.exit_code == 0, built.output
     # the demo's own command (scripts/demo.sh, stage 1)
     result = run("select", "--index", str(index), "--bundle", str(minilm), "--no-cache",

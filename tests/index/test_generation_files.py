@@ -150,7 +150,7 @@ def test_generation_manifest_bytes(tmp_path):
     data = json.loads(raw)
     assert raw == (json.dumps(data, indent=2, sort_keys=True) + "\n").encode()
     assert raw.startswith(b'{\n  "analyzer": {\n    "cjk": "bigrams",\n    "name": "english",\n')
-    assert b'\n  },\n  "chunking": {\n    "boundaries": "words",\n    "chunk_size": 256,\n    "overlap": 25\n  },\n  "count": 2,\n' in raw
+    assert b'\n  },\n  "chunking": {\n    "boundaries": "text",\n    "chunk_size": 256,\n    "overlap": 25\n  },\n  "count": 2,\n' in raw
     assert list(data["files"]) == sorted(GENERATION_FILES[:-1])
     assert raw.endswith(b'\n  "updated": "' + data["updated"].encode() + b'"\n}\n')
 

@@ -49,10 +49,10 @@ def _load_error(root):
 # ------------------------------------------------------------------ build records its settings
 def test_build_records_the_chunking_it_was_given(tmp_path):
     index = LocalIndex.build(tmp_path / "ix", DOCS, ENCODER, chunk_size=4, overlap=1)
-    assert index.manifest["chunking"] == {"chunk_size": 4, "overlap": 1, "boundaries": "words"}
-    assert LocalIndex.load(tmp_path / "ix").manifest["chunking"] == {"chunk_size": 4, "overlap": 1, "boundaries": "words"}
-    by_text = LocalIndex.build(tmp_path / "text", DOCS, ENCODER, chunk_size=4, overlap=1, boundaries="text")
-    assert LocalIndex.load(tmp_path / "text").manifest["chunking"]["boundaries"] == "text" == by_text.manifest[
+    assert index.manifest["chunking"] == {"chunk_size": 4, "overlap": 1, "boundaries": "text"}
+    assert LocalIndex.load(tmp_path / "ix").manifest["chunking"] == {"chunk_size": 4, "overlap": 1, "boundaries": "text"}
+    by_words = LocalIndex.build(tmp_path / "words", DOCS, ENCODER, chunk_size=4, overlap=1, boundaries="words")
+    assert LocalIndex.load(tmp_path / "words").manifest["chunking"]["boundaries"] == "words" == by_words.manifest[
         "chunking"]["boundaries"]
     with pytest.raises(ConfigError, match="boundaries must be one of text, words"):
         LocalIndex.build(tmp_path / "bad", DOCS, ENCODER, boundaries="lines")
@@ -61,7 +61,7 @@ def test_build_records_the_chunking_it_was_given(tmp_path):
 
 def test_build_without_overlap_records_a_tenth_of_the_chunk_size(tmp_path):
     index = LocalIndex.build(tmp_path / "ix", DOCS, ENCODER, chunk_size=20)
-    assert index.manifest["chunking"] == {"chunk_size": 20, "overlap": 2, "boundaries": "words"}
+    assert index.manifest["chunking"] == {"chunk_size": 20, "overlap": 2, "boundaries": "text"}
 
 
 def test_build_records_encoder_counts_and_the_write(tmp_path):

@@ -48,7 +48,7 @@ def test_info_reports_every_field_of_a_fresh_index(built, tmp_path):
         "documents": 3,  # ... holding three documents
         "segments": {"base": len(built), "delta": 0, "deleted": 0},
         "encoder": {"id": "hashing:384", "dimension": 384},
-        "chunking": {"chunk_size": 4, "overlap": 1, "boundaries": "words"},
+        "chunking": {"chunk_size": 4, "overlap": 1, "boundaries": "text"},
         # the distinct terms of the three texts: the english analyser's stems, stop words left out
         "bm25_terms": len({t for d in DOCS for t in ENGLISH.tokens(d.text)}),
         "analyzer": ENGLISH.record(),

@@ -53,7 +53,7 @@ def test_it_holds_what_a_local_index_holds(built):
     assert index.vectors_for([]).shape == (0, 384)
     info = index.info()
     assert info["backend"] == "milvus" and info["chunks"] == len(local) and info["full_text_search"] is True
-    assert info["sources"] == 3 and info["chunking"] == {"chunk_size": 40, "overlap": 4, "boundaries": "words"}
+    assert info["sources"] == 3 and info["chunking"] == {"chunk_size": 40, "overlap": 4, "boundaries": "text"}
 
 
 def test_a_new_milvus_lite_database_is_owner_only(built):
