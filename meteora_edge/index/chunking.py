@@ -114,7 +114,10 @@ class _Held:
         self.blocks.append((offset, block))
 
     def slice(self, begin: int, end: int) -> str:
-        # a block outside [begin, end) gives an empty slice; joining one part does not copy it
+        for offset, block in self.blocks:  # nearly always one block holds the whole range (a word, a gap)
+            if offset <= begin and end <= offset + len(block):
+                return block[begin - offset : end - offset]
+        # across blocks: a block outside [begin, end) gives an empty slice
         return "".join(block[max(0, begin - offset) : max(0, end - offset)] for offset, block in self.blocks)
 
     def drop_before(self, position: int) -> None:
@@ -206,9 +209,10 @@ def iter_chunks(
             continue
         cut, back = chunk_size, overlap  # a hard cut, after chunk_size words: the next chunk starts overlap words back
         if by_text:
-            best = max(range(lowest, chunk_size + 1), key=lambda c: (strength[c], c))
-            if strength[best]:
-                cut, back = best, 0
+            marks = list(strength)[lowest : chunk_size + 1]  # a deque indexes its middle slowly
+            top = max(marks)
+            if top:  # the strongest break, the latest of equals
+                cut, back = lowest + len(marks) - 1 - marks[::-1].index(top), 0
         made = chunk(cut)
         emitted += 1
         covered = window[cut - 1][1]
