@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-import os
-
 import click
 
+from meteora_edge.models.cpu_features import usable_cores
 from meteora_edge.models.encoders import EncoderLike
 from meteora_edge.models.precision import PRECISIONS
 from meteora_edge.pipeline.ladder import CrossEncoder
@@ -33,14 +32,6 @@ threads_option = click.option("--threads", type=click.IntRange(min=1), default=1
 # onnxruntime session per core (see encoder_from_options), at most this many (each session holds
 # its own copy of the model: 27-90 MB for MiniLM).
 BUILD_THREADS_CAP = 4
-
-
-def usable_cores() -> int:
-    """The CPUs this process may run on (its affinity mask where the system has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 build_threads_option = click.option(

@@ -9,7 +9,7 @@ from importlib import metadata
 from typing import Any
 
 from .errors import MeteoraError
-from .models.cpu_features import cpu_info
+from .models.cpu_features import cpu_info, usable_cores
 from .models.encoders import HashingEncoder
 
 __all__ = ["collect_report"]
@@ -34,7 +34,7 @@ def _cpu() -> dict[str, Any]:
     return {
         "model": info.model,
         "cores": os.cpu_count(),
-        "usable_cores": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
+        "usable_cores": usable_cores(),
         "features": info.reported,
         "int8_dot_product": info.int8_dot,
         "flags_source": info.source,

@@ -20,7 +20,7 @@ import os
 import platform
 from dataclasses import dataclass
 
-__all__ = ["CpuInfo", "cpu_info", "read_cpuinfo", "INT8_DOT_FLAGS", "REPORTED_FLAGS"]
+__all__ = ["CpuInfo", "cpu_info", "read_cpuinfo", "usable_cores", "INT8_DOT_FLAGS", "REPORTED_FLAGS"]
 
 # in order of preference when naming the one that decided
 INT8_DOT_FLAGS = ("amx_int8", "avx512_vnni", "avx_vnni", "i8mm", "asimddp")
@@ -90,3 +90,11 @@ def cpu_info() -> CpuInfo:
         except OSError:
             pass
     return CpuInfo(model=model or platform.processor() or "unknown", machine=machine, flags=flags, source=source)
+
+
+def usable_cores() -> int:
+    """The CPUs this process may run on: its affinity mask where the system has one, else every CPU."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
