@@ -38,7 +38,7 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from ..pipeline.request import REQUEST_KEYS, SETTING_KEYS, RequestError, request_from_json
+from ..pipeline.request import REQUEST_KEYS, SETTING_KEYS, RequestError, json_body, refuse_unknown_keys, request_from_json
 from .rerank_schema import COMPATIBLE_KEYS, EXTENSION, RERANK_PATHS, SELECTED_THRESHOLD
 from .select_request import read_json_body
 
@@ -95,12 +95,8 @@ def _document_text(document: Any, i: int) -> str:
 
 
 def _checked(data: Any) -> tuple[str | None, str, list[str], int | None, bool, dict[str, Any]]:
-    if not isinstance(data, Mapping):
-        raise RequestError(f"the body must be a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(_KEYS) - set(COMPATIBLE_KEYS))
-    if unknown:
-        raise RequestError(f"unknown key(s) {', '.join(map(repr, unknown))}; a rerank request takes "
-                           f"{', '.join(_KEYS)} (and ignores {', '.join(COMPATIBLE_KEYS)})")
+    refuse_unknown_keys(json_body(data), (*_KEYS, *COMPATIBLE_KEYS),
+                        f"a rerank request takes {', '.join(_KEYS)} (and ignores {', '.join(COMPATIBLE_KEYS)})")
     model, query = data.get("model"), data.get("query")
     if model is not None and not isinstance(model, str):
         raise RequestError(f"'model' must be a string, got {type(model).__name__}")

@@ -30,7 +30,7 @@ from .config import RATIONALE_STRATEGIES, PipelineConfig, select_config
 from .report import DETAILS
 
 __all__ = ["SelectRequest", "RequestError", "REQUEST_KEYS", "SETTING_KEYS", "LIMIT_KEYS", "RATIONALE_PROMPTS",
-           "request_from_json", "reword"]
+           "request_from_json", "json_body", "refuse_unknown_keys", "reword"]
 
 #: ``hops``: one short rationale per hop of the question; ``meteora``: METEORA's general few-shot prompt
 RATIONALE_PROMPTS = ("hops", "meteora")
@@ -232,6 +232,20 @@ class SelectRequest:
         return tuple(k for k in ("generate_rationales", "verify", "llm_rerank") if getattr(self, k))
 
 
+def json_body(data: Any) -> Mapping[str, Any]:
+    """``data`` when it is a JSON object (a request body); else RequestError."""
+    if not isinstance(data, Mapping):
+        raise RequestError(f"the body must be a JSON object, got {type(data).__name__}")
+    return data
+
+
+def refuse_unknown_keys(data: Mapping[str, Any], allowed: tuple[str, ...], takes: str) -> None:
+    """RequestError naming every key of ``data`` outside ``allowed``, then ``takes`` (what the object takes)."""
+    unknown = sorted(set(data) - set(allowed))
+    if unknown:
+        raise RequestError(f"unknown key(s) {', '.join(map(repr, unknown))}; {takes}")
+
+
 def request_from_json(data: Any) -> SelectRequest:
     """A request from a parsed JSON body: request keys and pipeline settings side by side.
 
@@ -239,12 +253,8 @@ def request_from_json(data: Any) -> SelectRequest:
         RequestError: not an object, an unknown key, or a broken rule.
         InputError, ConfigError: as :class:`SelectRequest`.
     """
-    if not isinstance(data, Mapping):
-        raise RequestError(f"the body must be a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(REQUEST_KEYS) - set(SETTING_KEYS))
-    if unknown:
-        raise RequestError(f"unknown key(s) {', '.join(map(repr, unknown))}; the request takes "
-                           f"{', '.join(REQUEST_KEYS)} and the pipeline settings {', '.join(SETTING_KEYS)}")
+    refuse_unknown_keys(json_body(data), (*REQUEST_KEYS, *SETTING_KEYS),
+                        f"the request takes {', '.join(REQUEST_KEYS)} and the pipeline settings {', '.join(SETTING_KEYS)}")
     if data.get("index") is not None and not isinstance(data["index"], str):
         raise RequestError(f"'index' must be the name of an index of the server, got {type(data['index']).__name__}")
     parts = {k: data[k] for k in REQUEST_KEYS if k in data and data[k] is not None}
