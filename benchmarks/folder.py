@@ -1,17 +1,19 @@
 """A folder of documents at 10k and 100k chunks: build throughput, then `select --index` latency per phase.
 
 Usage: python benchmarks/folder.py --bundle models/bundles/default [--sizes 10000,100000] [--queries 40]
-                                   [--distinct 10000] [--chunk-size 200] [--boundaries words|text]
+                                   [--distinct 10000] [--chunk-size 200] [--boundaries text|words]
                                    [--serve] [--work DIR]
        python benchmarks/folder.py --fast        # tiny sizes, the hashing encoder unless --bundle: a smoke run
        python benchmarks/folder.py --read /usr/share/doc [--include GLOB] [--exclude GLOB] [--repeat 3]
                                                  # a real folder read as index build reads it, no embedding
+       python benchmarks/folder.py --index DIR --questions FILE [--bundle B] [--repeat 3]
+                                                 # selects over an index already built from a real folder
 
 The folder is generated: markdown files of a heading and paragraphs of real sentences (the
 HotpotQA and ContractNLI dev contexts when /work/shared/data or ``--sentences`` holds them, else
 synthetic sentences over a Zipf vocabulary), shuffled into new documents so no two chunks are
 alike, and chunked as ``index build`` does (``--chunk-size``, default 200 words, and
-``--boundaries``: ``words`` windows by default, ``text`` to end chunks at paragraphs and sentences). ``--distinct N`` caps the documents that
+``--boundaries``: ``text`` by default, ending chunks at paragraphs and sentences as index build does, or ``words`` windows). ``--distinct N`` caps the documents that
 are embedded: past N chunks the folder holds copies of the first documents under other names
 (the index stores and searches every copy; the embedding cache, in ``--work``, embeds each text
 once) — building 100,000 distinct chunks with MiniLM on one thread takes hours, and a copy costs
@@ -43,10 +45,13 @@ import time
 from collections import defaultdict
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
+from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from _machine import machine_header, percentile, post_select  # noqa: E402
+
+from meteora_edge.index.chunking import BOUNDARIES, DEFAULT_BOUNDARIES  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 DEV = ROOT.parent / "shared" / "data"
@@ -127,10 +132,42 @@ def serve_latency(bundle: str | None, index: Path, questions: list[str], concurr
         server.wait(timeout=30)
 
 
+def time_selects(runtime: Any, index: Any, asked: list[str]) -> None:
+    """Print p50/p95 of ``select --index`` (SelectRuntime, every default) and of each phase over ``asked``."""
+    from meteora_edge.pipeline.request import SelectRequest
+
+    runtime.indexes = {"folder": index}
+    runtime.result(SelectRequest(query="warm up the encoder and the index"))
+    totals: list[float] = []
+    phases: dict[str, list[float]] = defaultdict(list)
+    for question in asked:
+        started = time.perf_counter()
+        result = runtime.result(SelectRequest(query=question))
+        totals.append((time.perf_counter() - started) * 1000)
+        for phase in result.trace.phases:
+            phases[phase.name].append(phase.ms)
+    print(f"select --index, every default, one thread, {len(asked)} questions (ms):")
+    print(f"  {'':<12} {'p50':>9} {'p95':>9}")
+    print(row("select", totals))
+    for name in PHASES:
+        print(row(name, phases[name]))
+
+
+def over_index(args: argparse.Namespace) -> None:
+    """``--index``: time selects over an index already built (a real folder's), its questions from ``--questions``."""
+    from meteora_edge.index.local_index import LocalIndex
+    from meteora_edge.pipeline.runtime import SelectRuntime
+
+    questions = [line.strip() for line in Path(args.questions).read_text(encoding="utf-8").splitlines() if line.strip()]
+    index = LocalIndex.load(args.index)
+    print(f"index: {args.index}, {len(index):,} chunks, encoder {index.encoder_id}; {len(questions)} questions "
+          f"from {args.questions}, each asked {args.repeat} times")
+    time_selects(SelectRuntime.load(args.bundle, threads=1), index, questions * args.repeat)
+
+
 def measure(size: int, args: argparse.Namespace, sentences: list[str], questions: list[str], work: Path) -> None:
     from meteora_edge.index.corpus import read_documents
     from meteora_edge.index.local_index import LocalIndex
-    from meteora_edge.pipeline.request import SelectRequest
     from meteora_edge.pipeline.runtime import SelectRuntime
 
     folder, target = work / f"folder-{size}", work / f"index-{size}"
@@ -147,22 +184,8 @@ def measure(size: int, args: argparse.Namespace, sentences: list[str], questions
     build = time.perf_counter() - started
     print(f"\n{len(index):,} chunks ({unique:,} distinct) from {len(documents):,} files: built in {build:.1f} s, "
           f"{len(index) / build:.0f} chunks/s ({unique / build:.0f} distinct chunks/s embedded)")
-    runtime.indexes = {"folder": index}
     asked = [questions[i % len(questions)] for i in range(args.queries)]
-    runtime.result(SelectRequest(query="warm up the encoder and the index"))
-    totals: list[float] = []
-    phases: dict[str, list[float]] = defaultdict(list)
-    for question in asked:
-        started = time.perf_counter()
-        result = runtime.result(SelectRequest(query=question))
-        totals.append((time.perf_counter() - started) * 1000)
-        for phase in result.trace.phases:
-            phases[phase.name].append(phase.ms)
-    print(f"select --index, every default, one thread, {len(asked)} questions (ms):")
-    print(f"  {'':<12} {'p50':>9} {'p95':>9}")
-    print(row("select", totals))
-    for name in PHASES:
-        print(row(name, phases[name]))
+    time_selects(runtime, index, asked)
     if args.serve:
         latencies = serve_latency(args.bundle, target, asked, 8)
         print("serve, 8 concurrent clients, one encoder thread (ms):\n" + row("request", latencies))
@@ -177,7 +200,8 @@ def main() -> None:
     parser.add_argument("--distinct", type=int, default=10_000, help="at most this many distinct chunks (0: all)")
     parser.add_argument("--queries", type=int, default=40)
     parser.add_argument("--chunk-size", type=int, default=200, help="words per chunk (index build's default: 200)")
-    parser.add_argument("--boundaries", choices=("words", "text"), default="words", help="where a chunk may end")
+    parser.add_argument("--boundaries", choices=BOUNDARIES, default=DEFAULT_BOUNDARIES,
+                        help="where a chunk may end (index build's default: text)")
     parser.add_argument("--serve", action="store_true", help="also measure serve with 8 concurrent clients")
     parser.add_argument("--sentences", action="append", type=Path, default=None,
                         help="HotpotQA-layout JSON to take sentences and questions from (repeatable)")
@@ -189,7 +213,11 @@ def main() -> None:
     parser.add_argument("--exclude", action="append", default=[], help="with --read: index build's --exclude")
     parser.add_argument("--max-file-size", type=int, default=None, help="with --read: index build's --max-file-size")
     parser.add_argument("--no-ignore-files", action="store_true", help="with --read: ignore .gitignore/.meteoraignore")
-    parser.add_argument("--repeat", type=int, default=3, help="with --read: runs (the median is printed)")
+    parser.add_argument("--repeat", type=int, default=3, help="with --read: runs (the median is printed); with --index: "
+                        "times each question is asked")
+    parser.add_argument("--index", default=None, metavar="DIR", help="time selects over this index (give --questions, "
+                        "and --bundle when it was built with one)")
+    parser.add_argument("--questions", default=None, metavar="FILE", help="with --index: one question a line")
     args = parser.parse_args()
     if args.read:
         from _read_folder import read_folder
@@ -199,6 +227,17 @@ def main() -> None:
         read_folder(args.read, include=args.include, exclude=args.exclude,
                     max_file_size=args.max_file_size or MAX_INPUT_BYTES, no_ignore_files=args.no_ignore_files,
                     repeat=args.repeat)
+        return
+    if args.index:
+        if not args.questions:
+            parser.error("--index needs --questions FILE")
+        from threadpoolctl import threadpool_limits
+
+        threadpool_limits(limits=1, user_api="blas")
+        print(machine_header(("numpy", "onnxruntime", "tokenizers")))
+        print(load_line())
+        over_index(args)
+        print(f"\nend: {load_line()}")
         return
     if args.fast:
         args.sizes, args.queries, args.distinct = "60,150", 3, 100

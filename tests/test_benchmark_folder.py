@@ -35,3 +35,23 @@ def test_the_folder_benchmark_reads_a_real_folder_without_embedding(tmp_path):
                            "--repeat", "1"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr
     assert "files read 2, skipped 1" in done.stdout and "1 binary" in done.stdout, done.stdout
+
+
+def test_the_folder_benchmark_times_selects_over_an_index_already_built(tmp_path):
+    from click.testing import CliRunner
+
+    from meteora_edge.cli.main import main
+
+    index = tmp_path / "notes.index"
+    assert CliRunner().invoke(main, ["index", "build", str(ROOT / "examples" / "corpus"), "--out", str(index)]).exit_code == 0
+    questions = tmp_path / "questions.txt"
+    questions.write_text("How much notice ends the agreement?\n\nWhen are fees due?\n")
+    script = [sys.executable, str(ROOT / "benchmarks" / "folder.py"), "--index", str(index)]
+    done = subprocess.run([*script, "--questions", str(questions), "--repeat", "2"], capture_output=True, text=True,
+                          timeout=300)
+    assert done.returncode == 0, done.stderr
+    assert "encoder hashing:384; 2 questions" in done.stdout and "one thread, 4 questions (ms)" in done.stdout
+    for phase in ("select", "candidates", "selection", "verify", "fallback", "prioritise", "budget"):
+        assert len(re.findall(rf"^  {phase} +[\d.]+ +[\d.]+$", done.stdout, re.M)) == 1, phase
+    missing = subprocess.run(script, capture_output=True, text=True, timeout=300)
+    assert missing.returncode == 2 and "--index needs --questions FILE" in missing.stderr
