@@ -236,7 +236,12 @@ def main() -> None:
         threadpool_limits(limits=1, user_api="blas")
         print(machine_header(("numpy", "onnxruntime", "tokenizers")))
         print(load_line())
-        over_index(args)
+        from meteora_edge.errors import MeteoraError
+
+        try:
+            over_index(args)
+        except (OSError, MeteoraError) as exc:
+            sys.exit(f"Error: {exc}")
         print(f"\nend: {load_line()}")
         return
     if args.fast:

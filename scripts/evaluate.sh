@@ -91,3 +91,12 @@ env -u METEORA_EDGE_BUNDLE "$me" eval --data "$contract" --level sentence $(base
 env -u METEORA_EDGE_BUNDLE "$me" eval --data "$view/dense-gold.jsonl" $(baselines) --method pipeline --method "pipeline:cover_z=null" \
   --method "pipeline:verification=none" \
   --method "pipeline:pooled_cut=robust" --by gold-count -o "$out/dense-gold-hashing.json" | tee "$out/dense-gold-hashing.txt"
+# Chunking, judged by character: each question's documents rebuilt from the dev file, cut both ways at
+# several sizes, selected over, and scored against the gold sentences (docs/corpus.md quotes it).
+{
+  "${METEORA_EDGE_PYTHON:-.venv/bin/python}" scripts/chunking_eval.py "$contract" --joiner newline --bundle "$bundle" \
+    --chunking words:200,text:200,words:120,text:120,words:60,text:60
+  echo
+  "${METEORA_EDGE_PYTHON:-.venv/bin/python}" scripts/chunking_eval.py "$hotpot" --joiner space --bundle "$bundle" \
+    --chunking words:200,text:200,words:60,text:60,words:30,text:30 --method pipeline --method topk-hybrid:2
+} | tee "$out/chunking.txt"

@@ -2,6 +2,7 @@
 
 import importlib.util
 import json
+import re
 
 import pytest
 from click.testing import CliRunner
@@ -194,3 +195,34 @@ def test_an_empty_candidate_is_left_out_counted_and_the_rest_runs(tmp_path):
             "each question runs with the rest") in result.output
     report = json.loads(out.read_text())
     assert report["meta"]["questions"] == 2 and report["meta"]["empty_candidates_skipped"] == 2
+
+
+def _chunking_eval(*args):
+    import subprocess
+    import sys
+
+    from repo_paths import ROOT
+    return subprocess.run([sys.executable, str(ROOT / "scripts" / "chunking_eval.py"), *map(str, args)],
+                          capture_output=True, text=True, timeout=120)
+
+
+def test_the_chunking_eval_scores_kept_characters_against_the_gold_sentences(tmp_path):
+    """scripts/chunking_eval.py: with fixed windows the gold sentence is cut across two chunks and one kept
+    chunk holds only part of it; at text boundaries the sentence stays whole, so top-1 keeps all of it."""
+    filler = " ".join(f"Clause {i} sets out paperwork item number {i} in plain words." for i in range(1, 3))
+    filler += " Clause 3 sets out item number 3 plainly."  # 28 words: a 35-word window cuts the next sentence
+    item = {"question": "How much notice ends the agreement?", "answer": "90 days",
+            "context": {"title": ["contract"],
+                        "sentences": [[filler, "Either party may end the whole agreement on ninety days prior written notice.",
+                                       "Fees are paid monthly by the client."]]},
+            "supporting_facts": {"title": ["contract"], "sent_id": [1]}}
+    data = tmp_path / "one.json"
+    data.write_text(json.dumps([item]))
+    done = _chunking_eval(data, "--chunking", "words:35,text:35", "--method", "topk-hybrid:1")
+    assert done.returncode == 0, done.stderr
+    recall = dict(re.findall(r"^(\w+):35 .*\n.*\n  topk-hybrid:1 +[\d.]+ +([\d.]+)", done.stdout, re.M))
+    assert float(recall["text"]) == 1.0 > float(recall["words"]), done.stdout
+    bad = _chunking_eval(data, "--chunking", "lines:35")
+    assert bad.returncode == 1 and bad.stderr.startswith("Error: --chunking 'lines:35'") and "Traceback" not in bad.stderr
+    missing = _chunking_eval(tmp_path / "nope.json")
+    assert missing.returncode == 1 and missing.stderr.startswith("Error: ") and "Traceback" not in missing.stderr
